@@ -1,0 +1,345 @@
+//! [`ToolContext`]: what a running tool knows about its call, and [`State`]: shared
+//! application state injected into tools.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::{CallId, RunId, TenantId};
+
+/// Shared application state a tool receives by taking a `State<T>` parameter: a
+/// database pool, an HTTP client, a configuration. Register the value once with
+/// [`ToolRegistryBuilder::state`](crate::ToolRegistryBuilder::state); the registry
+/// refuses to build when a tool needs a state that was not registered, so a missing
+/// state is a startup error, never a failed call.
+///
+/// `State<T>` derefs to `T` and is cheap to clone (an `Arc`).
+///
+/// ```
+/// use aaa_tools::{State, ToolError, ToolRegistry, tool};
+///
+/// struct Greeting(String);
+///
+/// /// Greet someone.
+/// #[tool]
+/// async fn greet(greeting: State<Greeting>, name: String) -> Result<String, ToolError> {
+///     Ok(format!("{}, {name}!", greeting.0))
+/// }
+///
+/// let registry = ToolRegistry::builder()
+///     .tool(greet::tool())
+///     .state(Greeting("Hello".into()))
+///     .build()
+///     .unwrap();
+/// # drop(registry);
+/// ```
+pub struct State<T: ?Sized>(pub Arc<T>);
+
+impl<T: ?Sized> Clone for State<T> {
+    fn clone(&self) -> Self {
+        State(self.0.clone())
+    }
+}
+
+impl<T: ?Sized> Deref for State<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for State<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("State").field(&&*self.0).finish()
+    }
+}
+
+/// A type-keyed map of shared state values.
+#[derive(Clone, Default)]
+pub(crate) struct StateMap(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+
+impl StateMap {
+    pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
+        Arc::make_mut(&mut self.0).insert(TypeId::of::<T>(), value);
+    }
+
+    pub(crate) fn contains(&self, id: TypeId) -> bool {
+        self.0.contains_key(&id)
+    }
+
+    pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
+        let value = self.0.get(&TypeId::of::<T>())?.clone();
+        value.downcast::<T>().ok().map(State)
+    }
+
+    pub(crate) fn merge(&mut self, other: &StateMap) {
+        if other.0.is_empty() {
+            return;
+        }
+        let map = Arc::make_mut(&mut self.0);
+        for (k, v) in other.0.iter() {
+            map.entry(*k).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// What a running tool knows about its call. Take it as a parameter (by value or by
+/// reference, anywhere in the list) and `#[tool]` injects it; it never appears in the
+/// schema the model sees.
+///
+/// - [`run_id`](Self::run_id), [`call_id`](Self::call_id), [`tenant`](Self::tenant):
+///   which call this is.
+/// - [`attempt`](Self::attempt) and [`fence`](Self::fence): the attempt number, 1 for
+///   the first execution. Hand the fence to downstream systems so they can reject writes
+///   from an older attempt that is still running somewhere.
+/// - [`idempotency_key`](Self::idempotency_key): stable across every attempt and worker
+///   (`<run>/<call id>` unless the tool derives it from its arguments).
+/// - [`cancelled`](Self::cancelled): resolves when the call is cancelled (timeout,
+///   lost lease, shutdown); a long tool can stop early and cleanly.
+/// - [`meta`](Self::meta): free-form metadata sent with the request.
+///
+/// Outside an engine (unit tests, direct calls) build one with
+/// [`ToolContext::builder`].
+#[derive(Clone)]
+pub struct ToolContext {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) run_id: RunId,
+    pub(crate) call_id: CallId,
+    pub(crate) tenant: TenantId,
+    pub(crate) tool: String,
+    pub(crate) attempt: u32,
+    pub(crate) fence: u64,
+    pub(crate) idempotency_key: String,
+    pub(crate) meta: Map<String, Value>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) state: StateMap,
+}
+
+impl ToolContext {
+    /// A builder for a context outside an engine, with defaults: run `local`, a fresh
+    /// call id, tenant `default`, attempt and fence 1, key `<run>/<call id>`.
+    pub fn builder() -> ToolContextBuilder {
+        ToolContextBuilder::default()
+    }
+
+    /// The run this call belongs to.
+    pub fn run_id(&self) -> &RunId {
+        &self.inner.run_id
+    }
+
+    /// This call's id.
+    pub fn call_id(&self) -> &CallId {
+        &self.inner.call_id
+    }
+
+    /// The tenant of the run.
+    pub fn tenant(&self) -> &TenantId {
+        &self.inner.tenant
+    }
+
+    /// The name of the tool being called.
+    pub fn tool_name(&self) -> &str {
+        &self.inner.tool
+    }
+
+    /// The attempt number: 1 for the first execution, 2 after a takeover, ...
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    /// The fence of this attempt. Downstream systems that remember the highest fence
+    /// they saw for a key can reject writes from a superseded attempt.
+    pub fn fence(&self) -> u64 {
+        self.inner.fence
+    }
+
+    /// The idempotency key, stable across every attempt and worker of this call.
+    pub fn idempotency_key(&self) -> &str {
+        &self.inner.idempotency_key
+    }
+
+    /// Free-form metadata sent with the request.
+    pub fn meta(&self) -> &Map<String, Value> {
+        &self.inner.meta
+    }
+
+    /// Whether the call has been cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Resolves when the call is cancelled.
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await
+    }
+
+    /// A clone of the call's cancellation token (to hand to spawned work).
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.inner.cancel.clone()
+    }
+
+    /// Shared state of type `T`, when registered.
+    pub fn state<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
+        self.inner.state.get::<T>()
+    }
+
+    /// The same context with registry state added (the caller's state wins).
+    pub(crate) fn with_registry_state(self, state: &StateMap) -> ToolContext {
+        if state.0.is_empty() {
+            return self;
+        }
+        let mut merged = self.inner.state.clone();
+        merged.merge(state);
+        ToolContext {
+            inner: Arc::new(ContextInner {
+                run_id: self.inner.run_id.clone(),
+                call_id: self.inner.call_id.clone(),
+                tenant: self.inner.tenant.clone(),
+                tool: self.inner.tool.clone(),
+                attempt: self.inner.attempt,
+                fence: self.inner.fence,
+                idempotency_key: self.inner.idempotency_key.clone(),
+                meta: self.inner.meta.clone(),
+                cancel: self.inner.cancel.clone(),
+                state: merged,
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("run_id", &self.inner.run_id)
+            .field("call_id", &self.inner.call_id)
+            .field("tenant", &self.inner.tenant)
+            .field("tool", &self.inner.tool)
+            .field("attempt", &self.inner.attempt)
+            .field("fence", &self.inner.fence)
+            .field("idempotency_key", &self.inner.idempotency_key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`ToolContext`] for calls outside an engine.
+///
+/// ```
+/// use aaa_tools::{CallId, ToolContext};
+///
+/// let ctx = ToolContext::builder().call_id(CallId::new("call_1").unwrap()).attempt(2).build();
+/// assert_eq!(ctx.idempotency_key(), "local/call_1");
+/// assert_eq!(ctx.fence(), 2);
+/// ```
+#[derive(Default)]
+pub struct ToolContextBuilder {
+    run_id: Option<RunId>,
+    call_id: Option<CallId>,
+    tenant: Option<TenantId>,
+    tool: String,
+    attempt: Option<u32>,
+    fence: Option<u64>,
+    idempotency_key: Option<String>,
+    meta: Map<String, Value>,
+    cancel: Option<CancellationToken>,
+    state: StateMap,
+}
+
+impl ToolContextBuilder {
+    /// Sets the run id (default `local`).
+    pub fn run_id(mut self, run_id: RunId) -> Self {
+        self.run_id = Some(run_id);
+        self
+    }
+
+    /// Sets the call id (default: a fresh `call-N`).
+    pub fn call_id(mut self, call_id: CallId) -> Self {
+        self.call_id = Some(call_id);
+        self
+    }
+
+    /// Sets the tenant (default `default`).
+    pub fn tenant(mut self, tenant: TenantId) -> Self {
+        self.tenant = Some(tenant);
+        self
+    }
+
+    /// Sets the tool name.
+    pub fn tool_name(mut self, tool: impl Into<String>) -> Self {
+        self.tool = tool.into();
+        self
+    }
+
+    /// Sets the attempt (default 1); the fence follows it unless set.
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.attempt = Some(attempt);
+        self
+    }
+
+    /// Sets the fence (default: the attempt).
+    pub fn fence(mut self, fence: u64) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// Sets the idempotency key (default `<run>/<call id>`).
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets the metadata.
+    pub fn meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = meta;
+        self
+    }
+
+    /// Uses `token` as the call's cancellation signal.
+    pub fn cancellation_token(mut self, token: CancellationToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Adds a shared state value.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(Arc::new(value));
+        self
+    }
+
+    /// Builds the context.
+    pub fn build(self) -> ToolContext {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let run_id = self
+            .run_id
+            .unwrap_or_else(|| RunId::new("local").expect("valid id"));
+        let call_id = self.call_id.unwrap_or_else(|| {
+            CallId::new(format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))).expect("valid id")
+        });
+        let attempt = self.attempt.unwrap_or(1);
+        let idempotency_key = self
+            .idempotency_key
+            .unwrap_or_else(|| format!("{run_id}/{call_id}"));
+        ToolContext {
+            inner: Arc::new(ContextInner {
+                run_id,
+                call_id,
+                tenant: self.tenant.unwrap_or_default(),
+                tool: self.tool,
+                attempt,
+                fence: self.fence.unwrap_or(u64::from(attempt)),
+                idempotency_key,
+                meta: self.meta,
+                cancel: self.cancel.unwrap_or_default(),
+                state: self.state,
+            }),
+        }
+    }
+}

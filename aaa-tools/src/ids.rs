@@ -1,0 +1,196 @@
+//! Validated identifiers: [`RunId`], [`CallId`], [`TenantId`].
+//!
+//! Ids travel in event attributes and, on NATS, inside subjects, so they are held to one
+//! conservative alphabet that is safe everywhere: 1 to 128 characters from
+//! `[A-Za-z0-9_-]`. Provider call ids (`call_abc`, `toolu_01A`), UUIDs and slugs fit.
+//! Anything else is rejected with an error that names the id and the offending
+//! character, rather than encoded: an id that silently changes on the way is harder to
+//! trace than one refused at the door.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// The longest id accepted.
+pub const MAX_ID_LEN: usize = 128;
+
+/// An id that is empty, too long, or holds a character outside `[A-Za-z0-9_-]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {which} {value:?}: {reason}")]
+pub struct IdError {
+    which: &'static str,
+    value: String,
+    reason: String,
+}
+
+impl IdError {
+    /// Which id was invalid: `"run id"`, `"call id"` or `"tenant id"`.
+    pub fn which(&self) -> &'static str {
+        self.which
+    }
+}
+
+fn check(which: &'static str, value: &str) -> Result<(), IdError> {
+    let fail = |reason: String| {
+        let mut shown: String = value.chars().take(40).collect();
+        if shown.len() < value.len() {
+            shown.push('…');
+        }
+        Err(IdError {
+            which,
+            value: shown,
+            reason,
+        })
+    };
+    if value.is_empty() {
+        return fail("it is empty".into());
+    }
+    if value.len() > MAX_ID_LEN {
+        return fail(format!(
+            "it is {} bytes long; the limit is {MAX_ID_LEN}",
+            value.len()
+        ));
+    }
+    if let Some((at, bad)) = value
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return fail(format!(
+            "character {bad:?} at byte {at} is not allowed; ids use only A-Z, a-z, 0-9, '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident, $which:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            /// Validates `value` (see the [module docs](self)).
+            pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
+                let value = value.into();
+                check($which, &value)?;
+                Ok($name(value))
+            }
+
+            /// The id as text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({:?})", stringify!($name), self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = IdError;
+            fn from_str(s: &str) -> Result<Self, IdError> {
+                $name::new(s)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = IdError;
+            fn try_from(s: &str) -> Result<Self, IdError> {
+                $name::new(s)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                $name::new(s)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let raw = String::deserialize(deserializer)?;
+                $name::new(raw).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// The id of a run: one agent conversation or job whose tool calls belong together.
+    RunId,
+    "run id"
+);
+id_type!(
+    /// The id of one tool call, as the model (or program) named it.
+    CallId,
+    "call id"
+);
+id_type!(
+    /// The tenant a run belongs to. Approvals and budgets never cross tenants.
+    TenantId,
+    "tenant id"
+);
+
+impl TenantId {
+    /// The tenant used when none is given: `default`.
+    pub fn default_tenant() -> Self {
+        TenantId("default".to_owned())
+    }
+}
+
+impl Default for TenantId {
+    fn default() -> Self {
+        TenantId::default_tenant()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_provider_ids_and_uuids() {
+        for ok in [
+            "call_abc123",
+            "toolu_01A09q90qw90lq917835lq9",
+            "0b9d2c1e-7c4f-4a3e-9f1d-1c2b3a4d5e6f",
+        ] {
+            CallId::new(ok).unwrap();
+        }
+    }
+
+    #[test]
+    fn rejects_odd_ids_naming_which_and_why() {
+        let err = RunId::new("a.b").unwrap_err();
+        assert_eq!(err.which(), "run id");
+        assert!(err.to_string().contains("character '.' at byte 1"), "{err}");
+        assert!(TenantId::new("").unwrap_err().to_string().contains("empty"));
+        assert!(
+            CallId::new("x".repeat(129))
+                .unwrap_err()
+                .to_string()
+                .contains("limit is 128")
+        );
+        for bad in ["a*", "a>", "a b", "ü", "a/b", "a\n"] {
+            assert!(CallId::new(bad).is_err(), "{bad:?} must be rejected");
+        }
+        let err = serde_json::from_str::<CallId>("\"x.y\"").unwrap_err();
+        assert!(err.to_string().contains("invalid call id"), "{err}");
+    }
+}

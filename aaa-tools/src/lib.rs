@@ -1,0 +1,111 @@
+//! Durable, guarded tool execution for LLM agents.
+//!
+//! Write an ordinary async fn, put [`#[tool]`](macro@tool) on it, and get a JSON Schema
+//! every provider accepts, arguments checked against that schema before the fn runs,
+//! and errors a model can read and act on.
+//!
+//! ```
+//! use aaa_tools::{ToolContext, ToolError, ToolRegistry, tool, tools};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! #[serde(rename_all = "lowercase")]
+//! enum Unit { Celsius, Fahrenheit }
+//!
+//! #[derive(Serialize)]
+//! struct Weather { city: String, degrees: f64 }
+//!
+//! /// Get the current weather for a city.
+//! ///
+//! /// # Arguments
+//! /// * `city` - City name, e.g. "Paris".
+//! /// * `unit` - Temperature unit; Celsius when left out.
+//! #[tool(timeout_s = 10)]
+//! async fn get_weather(city: String, unit: Option<Unit>) -> Result<Weather, ToolError> {
+//!     let degrees = match unit { Some(Unit::Fahrenheit) => 68.0, _ => 20.0 };
+//!     Ok(Weather { city, degrees })
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! // The fn is still an ordinary fn.
+//! assert_eq!(get_weather("Oslo".into(), None).await.unwrap().degrees, 20.0);
+//!
+//! // The tool: name, description, schema, settings.
+//! let registry = ToolRegistry::new(tools![get_weather]).unwrap();
+//! let tool = registry.get("get_weather").unwrap();
+//! assert_eq!(tool.description(), "Get the current weather for a city.");
+//! assert_eq!(tool.parameters()["required"], serde_json::json!(["city"]));
+//!
+//! // Arguments are checked against the schema, with a message for the model.
+//! let err = registry
+//!     .call("get_weather", ToolContext::builder().build(), serde_json::json!({"city": "Oslo", "unit": "kelvin"}))
+//!     .await
+//!     .unwrap_err();
+//! assert_eq!(
+//!     err.to_string(),
+//!     r#"invalid arguments for `get_weather`: unit: expected one of "celsius", "fahrenheit"; got "kelvin""#
+//! );
+//! # }
+//! ```
+//!
+//! # What is here
+//!
+//! - [`macro@tool`], [`Tool`], [`ToolRegistry`]: declaring tools and collecting them.
+//! - [`ToolContext`] and [`State`]: what a running tool can reach.
+//! - [`ToolError`], [`ToolArgsError`], [`CallError`]: failures in the model's words.
+//! - [`export`]: the registry's tools for OpenAI (strict and not), Anthropic, Gemini
+//!   and MCP `tools/list`.
+//! - The guard's configuration types, re-exported from `aaa-guard`.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod args;
+mod context;
+mod error;
+pub mod export;
+mod ids;
+mod output;
+mod registry;
+mod schema;
+mod tool;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use aaa_guard::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
+#[doc(inline)]
+pub use aaa_tools_macros::tool;
+
+pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
+pub use context::{State, ToolContext, ToolContextBuilder};
+pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
+pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
+pub use output::ToolOutput;
+pub use registry::{RegistryCallError, ToolRegistry, ToolRegistryBuilder};
+pub use schema::ParamSpec;
+pub use tool::{
+    DEFAULT_POOL, DEFAULT_TIMEOUT, PreparedCall, StateNeed, Tool, ToolAnnotations, ToolFuture,
+    is_valid_tool_name,
+};
+
+/// The [`Tool`] values of several `#[tool]` fns, as a `Vec`:
+/// `tools![get_weather, send_payment]` is `vec![get_weather::tool(), send_payment::tool()]`.
+///
+/// ```
+/// use aaa_tools::{ToolRegistry, tool, tools};
+///
+/// /// Ping.
+/// #[tool]
+/// fn ping() -> &'static str { "pong" }
+///
+/// let registry = ToolRegistry::new(tools![ping]).unwrap();
+/// assert!(registry.get("ping").is_some());
+/// ```
+#[macro_export]
+macro_rules! tools {
+    ($($tool:path),* $(,)?) => {
+        <[$crate::Tool]>::into_vec($crate::__private::Box::new([$(<$tool>::tool()),*]))
+    };
+}

@@ -1,0 +1,651 @@
+//! [`Tool`]: one callable tool, with everything a provider and an executor need to know.
+
+use std::any::TypeId;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aaa_guard::{Delivery, GuardOverrides};
+use futures::FutureExt;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::args::{self, ArgsChecker};
+use crate::context::ToolContext;
+use crate::error::{CallError, DefinitionError, ToolArgsError, ToolError};
+use crate::output::{ToolOutput, from_result};
+use crate::schema::{self, ParamSpec};
+
+/// The future a running tool is.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
+
+/// The default timeout of a tool: 60 seconds.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The default pool: `"default"`.
+pub const DEFAULT_POOL: &str = "default";
+
+/// A call whose arguments were decoded, ready to run: either a future or a closure for
+/// the blocking pool.
+#[doc(hidden)]
+pub enum Body {
+    Async(Box<dyn FnOnce(ToolContext) -> ToolFuture + Send>),
+    Blocking(Box<dyn FnOnce(ToolContext) -> Result<Value, ToolError> + Send>),
+}
+
+impl Body {
+    /// An async body.
+    pub(crate) fn asynchronous<F>(f: F) -> Self
+    where
+        F: FnOnce(ToolContext) -> ToolFuture + Send + 'static,
+    {
+        Body::Async(Box::new(f))
+    }
+
+    /// A blocking body.
+    pub(crate) fn blocking<F>(f: F) -> Self
+    where
+        F: FnOnce(ToolContext) -> Result<Value, ToolError> + Send + 'static,
+    {
+        Body::Blocking(Box::new(f))
+    }
+}
+
+/// Decodes checked arguments into a runnable body.
+#[doc(hidden)]
+pub type PrepareFn = dyn Fn(&str, Value) -> Result<Body, ToolArgsError> + Send + Sync;
+
+/// Derives an idempotency key from checked arguments.
+#[doc(hidden)]
+pub type KeyFn = dyn Fn(&str, &Value) -> Result<String, ToolArgsError> + Send + Sync;
+
+/// A type of shared state a tool needs (see [`State`](crate::State)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateNeed {
+    pub(crate) id: TypeId,
+    pub(crate) name: &'static str,
+}
+
+impl StateNeed {
+    /// The need for a `State<T>`.
+    pub fn of<T: Send + Sync + 'static>() -> Self {
+        StateNeed {
+            id: TypeId::of::<T>(),
+            name: std::any::type_name::<T>(),
+        }
+    }
+
+    /// The type's name.
+    pub fn type_name(&self) -> &'static str {
+        self.name
+    }
+}
+
+/// Hints about a tool's behaviour, exported as MCP tool `annotations`. Hints only:
+/// clients must not trust them for security decisions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct ToolAnnotations {
+    /// A human-readable title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The tool does not modify its environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may perform destructive updates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// Calling it again with the same arguments has no additional effect.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool interacts with an open world of external entities.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// Sets the title.
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Sets `readOnlyHint`.
+    pub fn with_read_only(mut self, value: bool) -> Self {
+        self.read_only_hint = Some(value);
+        self
+    }
+
+    /// Sets `destructiveHint`.
+    pub fn with_destructive(mut self, value: bool) -> Self {
+        self.destructive_hint = Some(value);
+        self
+    }
+
+    /// Sets `idempotentHint`.
+    pub fn with_idempotent(mut self, value: bool) -> Self {
+        self.idempotent_hint = Some(value);
+        self
+    }
+
+    /// Sets `openWorldHint`.
+    pub fn with_open_world(mut self, value: bool) -> Self {
+        self.open_world_hint = Some(value);
+        self
+    }
+}
+
+/// A tool: name, description, parameters schema, execution settings and the function
+/// that runs it. Cheap to clone.
+///
+/// Get one from a `#[tool]` fn with `my_fn::tool()`, or build one by hand when the shape
+/// is only known at run time (an MCP proxy, a search index):
+///
+/// ```
+/// use aaa_tools::{Tool, ToolContext, ToolError};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// /// Two numbers to add.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddArgs {
+///     /// The first addend.
+///     a: i64,
+///     /// The second addend.
+///     b: i64,
+/// }
+///
+/// let add = Tool::from_fn("add", "Add two integers.", |_ctx: ToolContext, args: AddArgs| async move {
+///     Ok::<_, ToolError>(args.a + args.b)
+/// })
+/// .unwrap();
+/// assert_eq!(add.parameters()["required"], serde_json::json!(["a", "b"]));
+///
+/// let raw = Tool::from_json_fn(
+///     "echo",
+///     "Repeat the text.",
+///     serde_json::json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+///     |_ctx, args| async move { Ok::<_, ToolError>(args["text"].clone()) },
+/// )
+/// .unwrap();
+/// assert_eq!(raw.name(), "echo");
+/// ```
+#[derive(Clone)]
+pub struct Tool {
+    inner: Arc<ToolInner>,
+}
+
+#[derive(Clone)]
+struct ToolInner {
+    name: String,
+    description: String,
+    parameters: Value,
+    requires_approval: bool,
+    timeout: Duration,
+    pool: String,
+    delivery: Option<Delivery>,
+    guard: GuardOverrides,
+    idempotency_key: Option<Arc<KeyFn>>,
+    blocking: bool,
+    prepare: Arc<PrepareFn>,
+    checker: Arc<ArgsChecker>,
+    state: Vec<StateNeed>,
+    undescribed_params: Vec<String>,
+    require_descriptions: bool,
+    annotations: Option<ToolAnnotations>,
+}
+
+/// Providers accept tool names of 1 to 64 characters from `[a-zA-Z0-9_-]`.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Everything that defines a tool but its body; what `#[tool]` fills in.
+#[doc(hidden)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: Vec<ParamSpec>,
+    pub requires_approval: bool,
+    pub timeout_s: f64,
+    pub pool: &'static str,
+    pub delivery: Option<Delivery>,
+    pub guard: GuardOverrides,
+    pub state: Vec<StateNeed>,
+    pub blocking: bool,
+    pub require_descriptions: bool,
+    pub annotations: Option<ToolAnnotations>,
+}
+
+impl Tool {
+    fn assemble(
+        name: String,
+        description: String,
+        parameters: Value,
+        blocking: bool,
+        prepare: Arc<PrepareFn>,
+    ) -> Result<Tool, DefinitionError> {
+        if !is_valid_tool_name(&name) {
+            return Err(DefinitionError::InvalidName { name });
+        }
+        let parameters = schema::normalize(&name, parameters)?;
+        let checker =
+            ArgsChecker::compile(&parameters).map_err(|reason| DefinitionError::InvalidSchema {
+                tool: name.clone(),
+                reason,
+            })?;
+        let undescribed_params = parameters["properties"]
+            .as_object()
+            .map(|props| {
+                props
+                    .iter()
+                    .filter(|(_, schema)| {
+                        schema
+                            .get("description")
+                            .is_none_or(|d| d.as_str().is_none_or(str::is_empty))
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Tool {
+            inner: Arc::new(ToolInner {
+                name,
+                description: description.trim().to_owned(),
+                parameters,
+                requires_approval: false,
+                timeout: DEFAULT_TIMEOUT,
+                pool: DEFAULT_POOL.to_owned(),
+                delivery: None,
+                guard: GuardOverrides::default(),
+                idempotency_key: None,
+                blocking,
+                prepare,
+                checker: Arc::new(checker),
+                state: Vec::new(),
+                undescribed_params,
+                require_descriptions: false,
+                annotations: None,
+            }),
+        })
+    }
+
+    /// Builds the tool `#[tool]` describes. The macro has checked the name and options
+    /// at compile time.
+    #[doc(hidden)]
+    pub fn __from_spec(
+        spec: ToolSpec,
+        prepare: Arc<PrepareFn>,
+        idempotency_key: Option<Arc<KeyFn>>,
+    ) -> Result<Tool, DefinitionError> {
+        let parameters = schema::object_schema(&spec.params);
+        let mut tool = Tool::assemble(
+            spec.name.to_owned(),
+            spec.description.to_owned(),
+            parameters,
+            spec.blocking,
+            prepare,
+        )?;
+        let timeout = Duration::try_from_secs_f64(spec.timeout_s).map_err(|_| {
+            DefinitionError::InvalidOption {
+                tool: spec.name.to_owned(),
+                reason: format!("`timeout_s` must be > 0 (got {})", spec.timeout_s),
+            }
+        })?;
+        let inner = Arc::make_mut(&mut tool.inner);
+        inner.requires_approval = spec.requires_approval;
+        inner.timeout = timeout;
+        inner.pool = spec.pool.to_owned();
+        inner.delivery = spec.delivery;
+        inner.guard = spec.guard;
+        inner.idempotency_key = idempotency_key;
+        inner.state = spec.state;
+        inner.require_descriptions = spec.require_descriptions;
+        inner.annotations = spec.annotations;
+        Ok(tool)
+    }
+
+    /// A tool from an async closure taking the context and a typed arguments struct.
+    ///
+    /// The schema is `A`'s (it must be a struct, i.e. an object schema); unknown
+    /// arguments are rejected even if `A` does not say `deny_unknown_fields`.
+    pub fn from_fn<A, F, Fut, R, E>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        f: F,
+    ) -> Result<Tool, DefinitionError>
+    where
+        A: JsonSchema + DeserializeOwned + Send + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        R: ToolOutput,
+        E: Into<ToolError>,
+    {
+        let name = name.into();
+        let parameters = schema::schema_of_args::<A>(&name)?;
+        let f = Arc::new(f);
+        let prepare = move |tool: &str, args: Value| -> Result<Body, ToolArgsError> {
+            let decoded: A = args::decode(tool, args)?;
+            let f = f.clone();
+            Ok(Body::asynchronous(move |ctx| {
+                Box::pin(async move { from_result(f(ctx, decoded).await) })
+            }))
+        };
+        Tool::assemble(
+            name,
+            description.into(),
+            parameters,
+            false,
+            Arc::new(prepare),
+        )
+    }
+
+    /// A tool from a blocking closure; calls run on the blocking thread pool.
+    pub fn from_blocking_fn<A, F, R, E>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        f: F,
+    ) -> Result<Tool, DefinitionError>
+    where
+        A: JsonSchema + DeserializeOwned + Send + 'static,
+        F: Fn(ToolContext, A) -> Result<R, E> + Send + Sync + 'static,
+        R: ToolOutput,
+        E: Into<ToolError>,
+    {
+        let name = name.into();
+        let parameters = schema::schema_of_args::<A>(&name)?;
+        let f = Arc::new(f);
+        let prepare = move |tool: &str, args: Value| -> Result<Body, ToolArgsError> {
+            let decoded: A = args::decode(tool, args)?;
+            let f = f.clone();
+            Ok(Body::blocking(move |ctx| from_result(f(ctx, decoded))))
+        };
+        Tool::assemble(
+            name,
+            description.into(),
+            parameters,
+            true,
+            Arc::new(prepare),
+        )
+    }
+
+    /// A tool from a raw JSON schema and an async closure over the checked arguments.
+    /// The schema must be an object schema; it is enforced before the closure runs.
+    pub fn from_json_fn<F, Fut, R, E>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: Value,
+        f: F,
+    ) -> Result<Tool, DefinitionError>
+    where
+        F: Fn(ToolContext, Value) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, E>> + Send + 'static,
+        R: ToolOutput,
+        E: Into<ToolError>,
+    {
+        let f = Arc::new(f);
+        let prepare = move |_tool: &str, args: Value| -> Result<Body, ToolArgsError> {
+            let f = f.clone();
+            Ok(Body::asynchronous(move |ctx| {
+                Box::pin(async move { from_result(f(ctx, args).await) })
+            }))
+        };
+        Tool::assemble(
+            name.into(),
+            description.into(),
+            parameters,
+            false,
+            Arc::new(prepare),
+        )
+    }
+
+    fn edit(mut self, change: impl FnOnce(&mut ToolInner)) -> Self {
+        change(Arc::make_mut(&mut self.inner));
+        self
+    }
+
+    /// Requires human approval before each call runs.
+    pub fn with_requires_approval(self, requires_approval: bool) -> Self {
+        self.edit(|t| t.requires_approval = requires_approval)
+    }
+
+    /// Sets the timeout of one execution.
+    pub fn with_timeout(self, timeout: Duration) -> Self {
+        self.edit(|t| t.timeout = timeout)
+    }
+
+    /// Runs the tool in the named pool.
+    pub fn with_pool(self, pool: impl Into<String>) -> Self {
+        let pool = pool.into();
+        self.edit(|t| t.pool = pool)
+    }
+
+    /// Overrides the handler's delivery policy for this tool.
+    pub fn with_delivery(self, delivery: Delivery) -> Self {
+        self.edit(|t| t.delivery = Some(delivery))
+    }
+
+    /// Overrides guard settings for this tool.
+    pub fn with_guard(self, guard: GuardOverrides) -> Self {
+        self.edit(|t| t.guard = guard)
+    }
+
+    /// Derives the idempotency key from the (checked) arguments instead of
+    /// `<run>/<call id>`.
+    pub fn with_idempotency_key<F>(self, key: F) -> Self
+    where
+        F: Fn(&Value) -> String + Send + Sync + 'static,
+    {
+        let key: Arc<KeyFn> = Arc::new(move |_tool: &str, args: &Value| Ok(key(args)));
+        self.edit(|t| t.idempotency_key = Some(key))
+    }
+
+    /// Sets the MCP annotations.
+    pub fn with_annotations(self, annotations: ToolAnnotations) -> Self {
+        self.edit(|t| t.annotations = Some(annotations))
+    }
+
+    /// Requires a description for the tool and for every parameter; a registry refuses
+    /// the tool otherwise.
+    pub fn with_require_descriptions(self, require: bool) -> Self {
+        self.edit(|t| t.require_descriptions = require)
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// What the tool does, as the model reads it.
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The parameters schema (an object schema, JSON Schema 2020-12).
+    pub fn parameters(&self) -> &Value {
+        &self.inner.parameters
+    }
+
+    /// Whether each call waits for a human's approval.
+    pub fn requires_approval(&self) -> bool {
+        self.inner.requires_approval
+    }
+
+    /// The timeout of one execution.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// The pool the tool runs in.
+    pub fn pool(&self) -> &str {
+        &self.inner.pool
+    }
+
+    /// The tool's own delivery policy; `None` inherits the handler's.
+    pub fn delivery(&self) -> Option<Delivery> {
+        self.inner.delivery
+    }
+
+    /// The tool's guard overrides.
+    pub fn guard_overrides(&self) -> &GuardOverrides {
+        &self.inner.guard
+    }
+
+    /// Whether the tool runs on the blocking thread pool.
+    pub fn is_blocking(&self) -> bool {
+        self.inner.blocking
+    }
+
+    /// The MCP annotations, when set.
+    pub fn annotations(&self) -> Option<&ToolAnnotations> {
+        self.inner.annotations.as_ref()
+    }
+
+    /// The shared state types the tool takes.
+    pub fn state_needs(&self) -> &[StateNeed] {
+        &self.inner.state
+    }
+
+    /// Parameters without a description.
+    pub fn undescribed_params(&self) -> &[String] {
+        &self.inner.undescribed_params
+    }
+
+    /// Whether the tool demands descriptions for itself and every parameter.
+    pub fn requires_descriptions(&self) -> bool {
+        self.inner.require_descriptions
+    }
+
+    /// Whether the tool derives its idempotency key from its arguments.
+    pub fn has_idempotency_key_fn(&self) -> bool {
+        self.inner.idempotency_key.is_some()
+    }
+
+    /// Checks `args` against the schema without running anything.
+    pub fn check_args(&self, args: &Value) -> Result<(), ToolArgsError> {
+        self.inner
+            .checker
+            .check(&self.inner.name, &self.inner.parameters, args)
+    }
+
+    /// The idempotency key of a call: the tool's key function of the (checked)
+    /// arguments, or `default` when the tool has none.
+    pub fn idempotency_key(
+        &self,
+        args: &Value,
+        default: impl FnOnce() -> String,
+    ) -> Result<String, ToolArgsError> {
+        match &self.inner.idempotency_key {
+            Some(key) => {
+                self.check_args(args)?;
+                key(&self.inner.name, args)
+            }
+            None => Ok(default()),
+        }
+    }
+
+    /// Checks and decodes `args`: a call that is ready to run.
+    pub fn prepare(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
+        self.check_args(&args)?;
+        let body = (self.inner.prepare)(&self.inner.name, args)?;
+        Ok(PreparedCall { body })
+    }
+
+    /// Checks the size of the arguments' JSON text, then prepares the call.
+    pub fn prepare_with_limit(
+        &self,
+        args: Value,
+        max_bytes: usize,
+    ) -> Result<PreparedCall, ToolArgsError> {
+        args::check_size(&self.inner.name, args::json_len(&args), max_bytes)?;
+        self.prepare(args)
+    }
+
+    /// Checks, decodes and runs the tool once, without an engine: no timeout, approval
+    /// or guard applies. For tests and direct use; production calls go through a
+    /// `ToolHandler`.
+    pub async fn call(&self, ctx: ToolContext, args: Value) -> Result<Value, CallError> {
+        let prepared = self.prepare_with_limit(args, args::DEFAULT_MAX_ARGS_BYTES)?;
+        prepared.run(ctx).await
+    }
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("name", &self.inner.name)
+            .field("description", &self.inner.description)
+            .field("parameters", &self.inner.parameters)
+            .field("requires_approval", &self.inner.requires_approval)
+            .field("timeout", &self.inner.timeout)
+            .field("pool", &self.inner.pool)
+            .field("delivery", &self.inner.delivery)
+            .field("blocking", &self.inner.blocking)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call whose arguments were checked and decoded.
+pub struct PreparedCall {
+    body: Body,
+}
+
+impl PreparedCall {
+    /// Whether it runs on the blocking pool.
+    pub fn is_blocking(&self) -> bool {
+        matches!(self.body, Body::Blocking(_))
+    }
+
+    /// Runs the call. A panic in the tool becomes [`CallError::Panic`]; a blocking tool
+    /// runs on tokio's blocking pool (so this needs a tokio runtime).
+    ///
+    /// Dropping the future cancels an async tool. A blocking tool cannot be
+    /// interrupted: dropping the future discards its result when it ends.
+    pub async fn run(self, ctx: ToolContext) -> Result<Value, CallError> {
+        match self.body {
+            Body::Async(start) => {
+                let started = std::panic::catch_unwind(AssertUnwindSafe(move || start(ctx)));
+                let future = started.map_err(|p| CallError::Panic(panic_message(&*p)))?;
+                match AssertUnwindSafe(future).catch_unwind().await {
+                    Ok(result) => result.map_err(CallError::Tool),
+                    Err(payload) => Err(CallError::Panic(panic_message(&*payload))),
+                }
+            }
+            Body::Blocking(run) => match tokio::task::spawn_blocking(move || run(ctx)).await {
+                Ok(result) => result.map_err(CallError::Tool),
+                Err(join) if join.is_panic() => {
+                    Err(CallError::Panic(panic_message(&*join.into_panic())))
+                }
+                Err(join) => Err(CallError::Tool(ToolError::internal(join))),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for PreparedCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PreparedCall")
+            .field("blocking", &self.is_blocking())
+            .finish()
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic payload that is not a string)".to_owned()
+    }
+}
