@@ -35,7 +35,12 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<(String, Span)> {
                 ..
             }) = &nv.value
             {
-                for line in text.value().lines() {
+                let value = text.value();
+                if value.trim().is_empty() {
+                    lines.push((String::new(), attr.span()));
+                    continue;
+                }
+                for line in value.lines() {
                     let line = line.strip_prefix(' ').unwrap_or(line);
                     lines.push((line.trim_end().to_owned(), attr.span()));
                 }
@@ -88,7 +93,7 @@ fn argument_item(line: &str) -> Option<(String, String)> {
         let end = stripped.find('`')?;
         (&stripped[..end], &stripped[end + 1..])
     } else {
-        let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_'))?;
+        let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#'))?;
         (&rest[..end], &rest[end..])
     };
     let after = after.trim_start();

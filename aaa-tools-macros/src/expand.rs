@@ -93,29 +93,28 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
     let fn_ident = &item.sig.ident;
     let name = &r.name;
     let description = &r.description;
-    let serde_crate = quote!(#krate::__private::serde).to_string();
 
-    let mut fields = Vec::new();
+    let mut takes = Vec::new();
+    let mut key_takes = Vec::new();
+    let mut key_args = Vec::new();
     let mut param_specs = Vec::new();
     let mut checks = Vec::new();
     let mut state_needs = Vec::new();
     let mut state_lets = Vec::new();
     let mut call_args = Vec::new();
-    let mut key_args = Vec::new();
     for (i, p) in r.tool.params.iter().enumerate() {
-        let ident = &p.ident;
         let ty = &p.ty;
         match &p.kind {
             ParamKind::Arg { required } => {
                 let pname = &p.name;
                 let desc = opt_str(krate, p.description.as_deref());
-                fields.push(quote!(#ident: #ty));
-                param_specs.push(
-                    quote!(#krate::__private::ParamSpec::of::<#ty>(#pname, #desc, #required)),
-                );
-                checks.push(quote_spanned!(ty.span()=> #krate::__private::assert_param::<#ty>();));
-                call_args.push(quote!(__aaa_args.#ident));
-                key_args.push(quote!(&__aaa_args.#ident));
+                param_specs.push(quote_spanned!(ty.span()=> #krate::__private::ParamSpec::of::<#ty>(#pname, #desc, #required)));
+                let var = format_ident!("__aaa_arg_{}", i);
+                takes.push(quote_spanned!(ty.span()=> let #var: #ty = __aaa_args.take::<#ty>(#pname)?;));
+                let key_var = format_ident!("__aaa_key_{}", i);
+                key_takes.push(quote_spanned!(ty.span()=> let #key_var: #ty = __aaa_args.get::<#ty>(#pname)?;));
+                key_args.push(quote!(&#key_var));
+                call_args.push(quote!(#var));
             }
             ParamKind::Context => call_args.push(quote!(::core::clone::Clone::clone(&__aaa_ctx))),
             ParamKind::ContextRef => call_args.push(quote!(&__aaa_ctx)),
@@ -164,7 +163,8 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
     let key = match &r.args.idempotency_key {
         Some(path) => quote_spanned! {path.span()=>
             #krate::__private::key_fn(|__aaa_tool: &str, __aaa_value: &#krate::__private::serde_json::Value| {
-                let __aaa_args: __AaaArgs = #krate::__private::decode(__aaa_tool, ::core::clone::Clone::clone(__aaa_value))?;
+                let __aaa_args = #krate::__private::args_map(__aaa_tool, ::core::clone::Clone::clone(__aaa_value))?;
+                #(#key_takes)*
                 #krate::__private::Result::Ok(::core::convert::Into::<#krate::__private::String>::into(#path(#(#key_args),*)))
             })
         },
@@ -212,10 +212,6 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
                 static __AAA_TOOL: #krate::__private::OnceLock<#krate::Tool> = #krate::__private::OnceLock::new();
                 ::core::clone::Clone::clone(__AAA_TOOL.get_or_init(|| {
                     #(#checks)*
-                    #[derive(#krate::__private::serde::Deserialize)]
-                    #[serde(crate = #serde_crate, deny_unknown_fields)]
-                    struct __AaaArgs { #(#fields,)* }
-
                     let __aaa_spec = #krate::__private::ToolSpec {
                         name: #name,
                         description: #description,
@@ -232,7 +228,9 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
                     };
                     let __aaa_prepare = #krate::__private::prepare_fn(
                         |__aaa_tool: &str, __aaa_value: #krate::__private::serde_json::Value| {
-                            let __aaa_args: __AaaArgs = #krate::__private::decode(__aaa_tool, __aaa_value)?;
+                            #[allow(unused_mut)]
+                            let mut __aaa_args = #krate::__private::args_map(__aaa_tool, __aaa_value)?;
+                            #(#takes)*
                             #krate::__private::Result::Ok(#body)
                         },
                     );
@@ -247,6 +245,10 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
 /// whose `tool()` never runs (the crate does not compile), so that uses of
 /// `my_fn::tool()` elsewhere do not add errors of their own.
 pub(crate) fn fallback(item: &ItemFn, krate: &Path, errors: TokenStream) -> TokenStream {
+    if matches!(item.sig.inputs.first(), Some(syn::FnArg::Receiver(_))) {
+        // A method: a companion type cannot live in an impl block.
+        return quote!(#item #errors);
+    }
     let vis = &item.vis;
     let fn_ident = &item.sig.ident;
     quote! {

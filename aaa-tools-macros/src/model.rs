@@ -109,6 +109,15 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
             return Ok(ParamKind::ContextRef);
         }
     }
+    if let Type::Reference(r) = ty {
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!(
+                "borrowed parameters cannot be decoded from a call; take an owned type{}",
+                if is_named(&r.elem, "str") { " (`String` instead of `&str`)" } else { "" }
+            ),
+        ));
+    }
     if let Some(segment) = last_segment(ty) {
         if segment.ident == "State" {
             return match single_type_arg(segment) {

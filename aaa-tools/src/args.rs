@@ -79,10 +79,13 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// The choices of an enum, without `null` (how an optional argument is left out; the
+/// model needs the real choices).
 fn list_options(options: &Value) -> String {
     match options {
         Value::Array(items) => items
             .iter()
+            .filter(|v| !v.is_null())
             .map(Value::to_string)
             .collect::<Vec<_>>()
             .join(", "),
@@ -316,6 +319,21 @@ pub fn decode<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolArg
         let inner = err.into_inner().to_string();
         // serde appends " at line L column C" for text input; a Value has none.
         ToolArgsError::single(tool, path, inner)
+    })
+}
+
+/// Decodes one argument, naming `name` (and the path inside it) on failure.
+pub(crate) fn decode_at<T: DeserializeOwned>(tool: &str, name: &str, value: Value) -> Result<T, ToolArgsError> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let inner = err.path().to_string();
+        let path = if inner == "." || inner.is_empty() {
+            name.to_owned()
+        } else if inner.starts_with('[') {
+            format!("{name}{inner}")
+        } else {
+            format!("{name}.{inner}")
+        };
+        ToolArgsError::single(tool, path, err.into_inner().to_string())
     })
 }
 

@@ -29,7 +29,8 @@ use crate::ids::{CallId, RunId, TenantId};
 /// /// Greet someone.
 /// #[tool]
 /// async fn greet(greeting: State<Greeting>, name: String) -> Result<String, ToolError> {
-///     Ok(format!("{}, {name}!", greeting.0))
+///     let Greeting(word) = &*greeting;
+///     Ok(format!("{word}, {name}!"))
 /// }
 ///
 /// let registry = ToolRegistry::builder()
@@ -39,7 +40,19 @@ use crate::ids::{CallId, RunId, TenantId};
 ///     .unwrap();
 /// # drop(registry);
 /// ```
-pub struct State<T: ?Sized>(pub Arc<T>);
+pub struct State<T: ?Sized>(Arc<T>);
+
+impl<T: ?Sized> State<T> {
+    /// The shared value's `Arc`.
+    pub fn arc(&self) -> &Arc<T> {
+        &self.0
+    }
+
+    /// Unwraps into the `Arc`.
+    pub fn into_arc(self) -> Arc<T> {
+        self.0
+    }
+}
 
 impl<T: ?Sized> Clone for State<T> {
     fn clone(&self) -> Self {

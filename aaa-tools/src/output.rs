@@ -17,6 +17,7 @@ pub trait ToolOutput {
     fn into_value(self) -> Result<Value, ToolError>;
 }
 
+#[diagnostic::do_not_recommend]
 impl<T: Serialize> ToolOutput for T {
     fn into_value(self) -> Result<Value, ToolError> {
         serde_json::to_value(self).map_err(|e| {

@@ -33,6 +33,7 @@ pub use crate::tool::{Body, KeyFn, PrepareFn};
 )]
 pub trait ToolParam: schemars::JsonSchema + serde::de::DeserializeOwned {}
 
+#[diagnostic::do_not_recommend]
 impl<T: schemars::JsonSchema + serde::de::DeserializeOwned> ToolParam for T {}
 
 /// Compile-time check that `T` can be a parameter (spanned at the user's type).
@@ -40,6 +41,39 @@ pub const fn assert_param<T: ToolParam>() {}
 
 /// Compile-time check that `T` can be a result (spanned at the user's return type).
 pub const fn assert_output<T: ToolOutput>() {}
+
+/// The arguments object of a call, taken apart parameter by parameter.
+pub struct ArgsMap<'a> {
+    tool: &'a str,
+    map: serde_json::Map<String, Value>,
+}
+
+/// Opens checked arguments (an object: the schema was checked before).
+pub fn args_map(tool: &str, value: Value) -> Result<ArgsMap<'_>, ToolArgsError> {
+    match value {
+        Value::Object(map) => Ok(ArgsMap { tool, map }),
+        other => Err(ToolArgsError::single(
+            tool,
+            crate::ArgProblem::ROOT,
+            format!("expected a JSON object of named arguments; got {other}"),
+        )),
+    }
+}
+
+impl ArgsMap<'_> {
+    /// Decodes the parameter `name` (absent counts as `null`, which an `Option` takes
+    /// as `None`), naming its path on failure.
+    pub fn take<T: ToolParam>(&mut self, name: &str) -> Result<T, ToolArgsError> {
+        let value = self.map.remove(name).unwrap_or(Value::Null);
+        crate::args::decode_at(self.tool, name, value)
+    }
+
+    /// Decodes the parameter `name` without consuming it.
+    pub fn get<T: ToolParam>(&self, name: &str) -> Result<T, ToolArgsError> {
+        let value = self.map.get(name).cloned().unwrap_or(Value::Null);
+        crate::args::decode_at(self.tool, name, value)
+    }
+}
 
 /// A boxed prepare function.
 pub fn prepare_fn<F>(f: F) -> Arc<PrepareFn>

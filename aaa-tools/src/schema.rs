@@ -31,7 +31,7 @@ pub struct ParamSpec {
 
 impl ParamSpec {
     /// A parameter of type `T`.
-    pub fn of<T: JsonSchema>(
+    pub fn of<T: crate::__private::ToolParam>(
         name: &'static str,
         description: Option<&'static str>,
         required: bool,

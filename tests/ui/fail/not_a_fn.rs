@@ -1,0 +1,7 @@
+use aaa_tools::tool;
+
+/// Doc.
+#[tool]
+struct NotAFn;
+
+fn main() {}

@@ -1,0 +1,7 @@
+use aaa_tools::tool;
+
+/// Doc.
+#[tool]
+unsafe fn f() {}
+
+fn main() {}
