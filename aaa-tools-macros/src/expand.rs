@@ -110,9 +110,13 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
                 let desc = opt_str(krate, p.description.as_deref());
                 param_specs.push(quote_spanned!(ty.span()=> #krate::__private::ParamSpec::of::<#ty>(#pname, #desc, #required)));
                 let var = format_ident!("__aaa_arg_{}", i);
-                takes.push(quote_spanned!(ty.span()=> let #var: #ty = __aaa_args.take::<#ty>(#pname)?;));
+                takes.push(
+                    quote_spanned!(ty.span()=> let #var: #ty = __aaa_args.take::<#ty>(#pname)?;),
+                );
                 let key_var = format_ident!("__aaa_key_{}", i);
-                key_takes.push(quote_spanned!(ty.span()=> let #key_var: #ty = __aaa_args.get::<#ty>(#pname)?;));
+                key_takes.push(
+                    quote_spanned!(ty.span()=> let #key_var: #ty = __aaa_args.get::<#ty>(#pname)?;),
+                );
                 key_args.push(quote!(&#key_var));
                 call_args.push(quote!(#var));
             }

@@ -114,7 +114,11 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
             ty,
             format!(
                 "borrowed parameters cannot be decoded from a call; take an owned type{}",
-                if is_named(&r.elem, "str") { " (`String` instead of `&str`)" } else { "" }
+                if is_named(&r.elem, "str") {
+                    " (`String` instead of `&str`)"
+                } else {
+                    ""
+                }
             ),
         ));
     }

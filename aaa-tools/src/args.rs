@@ -262,6 +262,86 @@ fn literal_values(root: &Value, node: &Value, depth: usize) -> Option<Vec<Value>
     Some(all)
 }
 
+/// Whether a schema node accepts `null`.
+fn accepts_null(root: &Value, node: &Value, depth: usize) -> bool {
+    if depth > 16 {
+        return false;
+    }
+    if let Some(target) = follow_ref(root, node) {
+        return accepts_null(root, target, depth + 1);
+    }
+    match node {
+        Value::Bool(b) => *b,
+        Value::Object(map) => {
+            let shaped = ["type", "enum", "const", "anyOf", "oneOf", "$ref", "allOf"]
+                .iter()
+                .any(|k| map.contains_key(*k));
+            if !shaped {
+                return true;
+            }
+            match map.get("type") {
+                Some(Value::String(t)) if t == "null" => return true,
+                Some(Value::Array(ts)) if ts.iter().any(|t| t == "null") => return true,
+                _ => {}
+            }
+            map.get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|e| e.contains(&Value::Null))
+                || ["anyOf", "oneOf"].iter().any(|k| {
+                    map.get(*k)
+                        .and_then(Value::as_array)
+                        .is_some_and(|items| items.iter().any(|i| accepts_null(root, i, depth + 1)))
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Removes `null` values of optional properties whose schema does not accept `null`.
+///
+/// OpenAI strict mode makes every property required and optional ones nullable, so a
+/// model in strict mode sends `null` for an argument it leaves out. Here that `null`
+/// counts as leaving the argument out, so the same tool serves strict and non-strict
+/// clients.
+pub(crate) fn drop_optional_nulls(root: &Value, node: &Value, value: &mut Value, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    if let Some(target) = follow_ref(root, node) {
+        return drop_optional_nulls(root, target, value, depth + 1);
+    }
+    match value {
+        Value::Object(fields) => {
+            let Some(props) = node.get("properties").and_then(Value::as_object) else {
+                return;
+            };
+            let required: Vec<&str> = node
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            fields.retain(|key, v| {
+                !(v.is_null()
+                    && !required.contains(&key.as_str())
+                    && props.get(key).is_some_and(|p| !accepts_null(root, p, 0)))
+            });
+            for (key, v) in fields.iter_mut() {
+                if let Some(prop) = props.get(key) {
+                    drop_optional_nulls(root, prop, v, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = node.get("items") {
+                for item in items {
+                    drop_optional_nulls(root, item_schema, item, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A compiled argument checker for one tool's schema.
 pub(crate) struct ArgsChecker {
     validator: jsonschema::Validator,
@@ -323,7 +403,11 @@ pub fn decode<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolArg
 }
 
 /// Decodes one argument, naming `name` (and the path inside it) on failure.
-pub(crate) fn decode_at<T: DeserializeOwned>(tool: &str, name: &str, value: Value) -> Result<T, ToolArgsError> {
+pub(crate) fn decode_at<T: DeserializeOwned>(
+    tool: &str,
+    name: &str,
+    value: Value,
+) -> Result<T, ToolArgsError> {
     serde_path_to_error::deserialize(value).map_err(|err| {
         let inner = err.path().to_string();
         let path = if inner == "." || inner.is_empty() {

@@ -531,10 +531,20 @@ impl Tool {
     }
 
     /// Checks `args` against the schema without running anything.
+    ///
+    /// A `null` sent for an optional argument whose type does not take `null` counts as
+    /// leaving it out (that is how OpenAI strict mode omits arguments).
     pub fn check_args(&self, args: &Value) -> Result<(), ToolArgsError> {
+        let mut normalized = args.clone();
+        self.normalize_args(&mut normalized);
         self.inner
             .checker
-            .check(&self.inner.name, &self.inner.parameters, args)
+            .check(&self.inner.name, &self.inner.parameters, &normalized)
+    }
+
+    fn normalize_args(&self, args: &mut Value) {
+        let schema = &self.inner.parameters;
+        args::drop_optional_nulls(schema, schema, args, 0);
     }
 
     /// The idempotency key of a call: the tool's key function of the (checked)
@@ -546,16 +556,23 @@ impl Tool {
     ) -> Result<String, ToolArgsError> {
         match &self.inner.idempotency_key {
             Some(key) => {
-                self.check_args(args)?;
-                key(&self.inner.name, args)
+                let mut normalized = args.clone();
+                self.normalize_args(&mut normalized);
+                self.inner
+                    .checker
+                    .check(&self.inner.name, &self.inner.parameters, &normalized)?;
+                key(&self.inner.name, &normalized)
             }
             None => Ok(default()),
         }
     }
 
     /// Checks and decodes `args`: a call that is ready to run.
-    pub fn prepare(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
-        self.check_args(&args)?;
+    pub fn prepare(&self, mut args: Value) -> Result<PreparedCall, ToolArgsError> {
+        self.normalize_args(&mut args);
+        self.inner
+            .checker
+            .check(&self.inner.name, &self.inner.parameters, &args)?;
         let body = (self.inner.prepare)(&self.inner.name, args)?;
         Ok(PreparedCall { body })
     }

@@ -54,6 +54,11 @@ fn upper(t: &str) -> Result<&'static str, String> {
 }
 
 fn node(schema: &Value, root: &Value, at: &str, stack: &mut Vec<String>) -> Result<Value, String> {
+    if super::accepts_anything(schema) {
+        return Err(format!(
+            "`{at}` accepts any JSON value (e.g. a `serde_json::Value` parameter), which this format cannot express; give it a concrete type"
+        ));
+    }
     let Value::Object(map) = schema else {
         return Err(format!(
             "`{at}` accepts any JSON value, which Gemini cannot express; give it a concrete type"

@@ -210,6 +210,28 @@ impl ToolRegistry {
     }
 }
 
+/// Whether a schema node constrains nothing (arbitrary JSON, such as a
+/// `serde_json::Value` parameter), ignoring annotations like `description`.
+pub(crate) fn accepts_anything(schema: &Value) -> bool {
+    const SHAPING: &[&str] = &[
+        "type",
+        "enum",
+        "const",
+        "anyOf",
+        "oneOf",
+        "allOf",
+        "$ref",
+        "properties",
+        "items",
+        "not",
+    ];
+    match schema {
+        Value::Bool(b) => *b,
+        Value::Object(map) => !map.keys().any(|k| SHAPING.contains(&k.as_str())),
+        _ => false,
+    }
+}
+
 /// Follows a local `$ref` (`#/$defs/Name`) within `root`.
 pub(crate) fn resolve_ref<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     root.pointer(reference.strip_prefix('#')?)

@@ -71,6 +71,11 @@ pub(super) fn strict(schema: &Value) -> Result<Value, String> {
 }
 
 fn node(schema: &Value, at: &str) -> Result<Value, String> {
+    if super::accepts_anything(schema) {
+        return Err(format!(
+            "`{at}` accepts any JSON value (e.g. a `serde_json::Value` parameter), which this format cannot express; give it a concrete type"
+        ));
+    }
     let Value::Object(map) = schema else {
         return Err(format!(
             "`{at}` accepts any JSON value (e.g. a `serde_json::Value` parameter), which strict mode cannot express; give it a concrete type or export without strict"
