@@ -68,12 +68,11 @@ async fn place_order(
     priority: Option<Priority>,
     note: Option<String>,
 ) -> Result<String, ToolError> {
-    Ok(format!(
-        "{} lines, {:?}, {:?}",
-        lines.len(),
-        priority.is_some(),
-        note
-    ))
+    let to = match destination {
+        Destination::Address { street, .. } => street,
+        Destination::Pickup { point_id } => format!("point {point_id}"),
+    };
+    Ok(format!("{} lines to {to}, {:?}, {:?}", lines.len(), priority.is_some(), note))
 }
 
 /// Tag a document.
@@ -428,7 +427,7 @@ async fn what_strict_mode_sends_for_left_out_arguments_is_accepted() {
         )
         .await
         .unwrap();
-    assert_eq!(out, "1 lines, false, None");
+    assert_eq!(out, "1 lines to point 4, false, None");
 }
 
 #[test]
