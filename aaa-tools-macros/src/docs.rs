@@ -29,8 +29,8 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<(String, Span)> {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        if let Meta::NameValue(nv) = &attr.meta {
-            if let Expr::Lit(syn::ExprLit {
+        if let Meta::NameValue(nv) = &attr.meta
+            && let Expr::Lit(syn::ExprLit {
                 lit: Lit::Str(text),
                 ..
             }) = &nv.value
@@ -45,7 +45,6 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<(String, Span)> {
                     lines.push((line.trim_end().to_owned(), attr.span()));
                 }
             }
-        }
     }
     lines
 }
@@ -123,14 +122,13 @@ pub(crate) fn read(attrs: &[Attribute]) -> Docs {
             Some("arguments" | "parameters" | "args") => {
                 if let Some((name, text)) = argument_item(&line) {
                     arguments.push((name, text, span));
-                } else if let Some(last) = arguments.last_mut() {
-                    if !trimmed.is_empty() {
+                } else if let Some(last) = arguments.last_mut()
+                    && !trimmed.is_empty() {
                         if !last.1.is_empty() {
                             last.1.push(' ');
                         }
                         last.1.push_str(trimmed);
                     }
-                }
             }
             Some(_) => {}
         }

@@ -18,7 +18,7 @@ pub(crate) enum ParamKind {
     /// `&ToolContext`.
     ContextRef,
     /// `State<T>`: shared state; holds `T`.
-    State(Type),
+    State(Box<Type>),
 }
 
 pub(crate) struct Param {
@@ -98,8 +98,8 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
     if is_named(ty, "ToolContext") {
         return Ok(ParamKind::Context);
     }
-    if let Type::Reference(r) = ty {
-        if is_named(&r.elem, "ToolContext") {
+    if let Type::Reference(r) = ty
+        && is_named(&r.elem, "ToolContext") {
             if r.mutability.is_some() {
                 return Err(syn::Error::new_spanned(
                     ty,
@@ -108,7 +108,6 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
             }
             return Ok(ParamKind::ContextRef);
         }
-    }
     if let Type::Reference(r) = ty {
         return Err(syn::Error::new_spanned(
             ty,
@@ -125,7 +124,7 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
     if let Some(segment) = last_segment(ty) {
         if segment.ident == "State" {
             return match single_type_arg(segment) {
-                Some(inner) => Ok(ParamKind::State(inner.clone())),
+                Some(inner) => Ok(ParamKind::State(Box::new(inner.clone()))),
                 None => Err(syn::Error::new_spanned(
                     ty,
                     "`State` takes one type: `State<T>`",
@@ -157,11 +156,10 @@ pub(crate) fn take_param_attrs(
                         .with_span(&attr),
                 ),
             };
-            if let Some(parsed) = errors.handle(parsed) {
-                if parsed.description.is_some() {
+            if let Some(parsed) = errors.handle(parsed)
+                && parsed.description.is_some() {
                     args.description = parsed.description;
                 }
-            }
         } else {
             kept.push(attr);
         }
