@@ -14,6 +14,8 @@
 //!   [`GuardConfig::merged`] applies it and validates the result.
 //! - [`Delivery`]: `at_least_once` or `at_most_once`.
 //! - [`LostLease`]: what a worker does with a running tool whose lease it lost.
+//! - [`KvStore`] and [`MemoryKv`]: the record store with compare-and-set that guard
+//!   records, pending approvals and budgets live in.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
 //!
@@ -34,5 +36,7 @@
 //! ```
 
 mod config;
+mod store;
 
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
+pub use store::{Entry, KvStore, MemoryKv, Revision, StoreError, StoreFuture, check_key};

@@ -9,8 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::{Engine, EngineError, Outcome, RunHandle};
+
+use crate::error::ToolError;
 use crate::ids::{CallId, RunId, TenantId};
 
 /// Shared application state a tool receives by taking a `State<T>` parameter: a
@@ -135,6 +139,35 @@ pub(crate) struct ContextInner {
     pub(crate) meta: Map<String, Value>,
     pub(crate) cancel: CancellationToken,
     pub(crate) state: StateMap,
+    pub(crate) engine: Option<Engine>,
+    pub(crate) permit: Option<Arc<PermitSlot>>,
+}
+
+/// The pool permit a running call holds, which it gives back while it waits on a child
+/// run (so a chain of delegations deeper than the pool still completes).
+pub(crate) struct PermitSlot {
+    pool: Arc<Semaphore>,
+    held: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+impl PermitSlot {
+    pub(crate) fn new(pool: Arc<Semaphore>, permit: OwnedSemaphorePermit) -> Self {
+        PermitSlot {
+            pool,
+            held: std::sync::Mutex::new(Some(permit)),
+        }
+    }
+
+    /// Gives the permit back (when the call ends, or while it waits).
+    pub(crate) fn release(&self) {
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    async fn reacquire(&self) {
+        if let Ok(permit) = self.pool.clone().acquire_owned().await {
+            *self.held.lock().unwrap_or_else(|p| p.into_inner()) = Some(permit);
+        }
+    }
 }
 
 impl ToolContext {
@@ -205,6 +238,44 @@ impl ToolContext {
         self.inner.state.get::<T>()
     }
 
+    /// The engine running this call, when it runs under one.
+    pub fn engine(&self) -> Option<&Engine> {
+        self.inner.engine.as_ref()
+    }
+
+    /// Awaits `fut` without holding the call's pool permit, then takes a permit again.
+    /// Use it around any wait on other calls (a child run), so that calls waiting on
+    /// calls cannot starve their own pool.
+    pub async fn wait_released<F: std::future::Future>(&self, fut: F) -> F::Output {
+        match &self.inner.permit {
+            None => fut.await,
+            Some(slot) => {
+                slot.release();
+                let out = fut.await;
+                slot.reacquire().await;
+                out
+            }
+        }
+    }
+
+    /// A new child run of this call's tenant on the same engine; `None` outside an
+    /// engine.
+    pub fn child_run(&self) -> Option<RunHandle> {
+        let engine = self.inner.engine.as_ref()?;
+        Some(engine.run_for(self.inner.tenant.clone(), crate::engine::new_run_id()))
+    }
+
+    /// Delegates: calls `name` in a new child run and waits for its outcome, giving
+    /// back this call's pool permit while it waits.
+    pub async fn call_child(&self, name: &str, arguments: Value) -> Result<Outcome, ToolError> {
+        let run = self.child_run().ok_or_else(|| {
+            ToolError::new("delegation needs an engine; this call runs outside one")
+        })?;
+        let outcome: Result<Outcome, EngineError> =
+            self.wait_released(run.call(name, arguments)).await;
+        outcome.map_err(ToolError::internal)
+    }
+
     /// The same context with registry state added (the caller's state wins).
     pub(crate) fn with_registry_state(self, state: &StateMap) -> ToolContext {
         if state.0.is_empty() {
@@ -224,6 +295,8 @@ impl ToolContext {
                 meta: self.inner.meta.clone(),
                 cancel: self.inner.cancel.clone(),
                 state: merged,
+                engine: self.inner.engine.clone(),
+                permit: self.inner.permit.clone(),
             }),
         }
     }
@@ -264,6 +337,8 @@ pub struct ToolContextBuilder {
     meta: Map<String, Value>,
     cancel: Option<CancellationToken>,
     state: StateMap,
+    engine: Option<Engine>,
+    permit: Option<Arc<PermitSlot>>,
 }
 
 impl ToolContextBuilder {
@@ -327,6 +402,17 @@ impl ToolContextBuilder {
         self
     }
 
+    /// Runs the call under `engine` (enables delegation).
+    pub fn engine(mut self, engine: Engine) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    pub(crate) fn permit(mut self, slot: Arc<PermitSlot>) -> Self {
+        self.permit = Some(slot);
+        self
+    }
+
     /// Builds the context.
     pub fn build(self) -> ToolContext {
         static NEXT: AtomicU64 = AtomicU64::new(1);
@@ -352,6 +438,8 @@ impl ToolContextBuilder {
                 meta: self.meta,
                 cancel: self.cancel.unwrap_or_default(),
                 state: self.state,
+                engine: self.engine,
+                permit: self.permit,
             }),
         }
     }

@@ -61,9 +61,13 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod args;
+pub mod bus;
 mod context;
+mod engine;
 mod error;
+pub mod event;
 pub mod export;
+mod handler;
 mod ids;
 mod output;
 mod registry;
@@ -78,9 +82,16 @@ pub use aaa_guard::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLeas
 #[doc(inline)]
 pub use aaa_tools_macros::tool;
 
+pub use aaa_guard::{KvStore, MemoryKv};
 pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
 pub use context::{State, ToolContext, ToolContextBuilder};
+pub use engine::{Engine, EngineError, Outcome, RunHandle, ToolCall, new_call_id, new_run_id};
 pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
+pub use event::{ApprovalDecision, FailureKind};
+pub use handler::{
+    DEFAULT_POOL_SIZE, GuardPolicy, HandlerError, HandlerHandle, PolicyCall, PostCall, PreCall,
+    RetryPolicy, ToolConfig, ToolHandler,
+};
 pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
 pub use output::ToolOutput;
 pub use registry::{RegistryCallError, ToolRegistry, ToolRegistryBuilder};

@@ -130,13 +130,14 @@ fn node(schema: &Value, at: &str) -> Result<Value, String> {
     if is_object {
         if let Some(extra) = map.get("additionalProperties")
             && extra != &Value::Bool(false)
-                && map
-                    .get("properties").is_none_or(|p| p.as_object().is_none_or(|o| o.is_empty()))
-            {
-                return Err(format!(
-                    "`{at}` is a map with free-form keys, which strict mode cannot express (every object needs fixed properties); use a struct or a list of pairs"
-                ));
-            }
+            && map
+                .get("properties")
+                .is_none_or(|p| p.as_object().is_none_or(|o| o.is_empty()))
+        {
+            return Err(format!(
+                "`{at}` is a map with free-form keys, which strict mode cannot express (every object needs fixed properties); use a struct or a list of pairs"
+            ));
+        }
         let properties = map
             .get("properties")
             .and_then(Value::as_object)

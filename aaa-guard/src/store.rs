@@ -1,0 +1,263 @@
+//! [`KvStore`]: the small record store the guard, approvals and budgets live in.
+//!
+//! Every state transition of a call is one atomic operation on one record:
+//! create-if-absent, compare-and-set on the record's revision, read, delete, list by
+//! key prefix. That is the whole contract, so it maps one to one onto JetStream KV
+//! (`create`, `update` with the expected revision, `get`, `delete`, `keys`) and onto the
+//! in-process [`MemoryKv`].
+//!
+//! Revisions are opaque, strictly increasing per store, and change on every write. A
+//! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
+//! callers re-read the record before deciding what happened.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+/// A record's revision: changes on every write.
+pub type Revision = u64;
+
+/// A boxed future returned by store operations (so the trait is object safe).
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// A failed store operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// `create` found the key already present.
+    #[error("record {key} already exists")]
+    Exists {
+        /// The key.
+        key: String,
+    },
+    /// `update` found a different revision: someone else wrote first.
+    #[error("record {key} changed (expected revision {expected}, found {found:?})")]
+    Conflict {
+        /// The key.
+        key: String,
+        /// The revision the caller read.
+        expected: Revision,
+        /// The revision found, `None` when the record is gone.
+        found: Option<Revision>,
+    },
+    /// The store could not be reached or did not answer in time; the write may or may
+    /// not have happened.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// A key the store cannot hold.
+    #[error("invalid key {0:?}")]
+    InvalidKey(String),
+}
+
+/// A record and its revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The value's bytes.
+    pub value: Vec<u8>,
+    /// The revision of this value.
+    pub revision: Revision,
+}
+
+/// A store of records with compare-and-set. See the [module docs](self).
+///
+/// Keys are `.`-separated tokens of `[A-Za-z0-9_-]` (valid NATS KV keys), such as
+/// `guard.default.run-1.call_7`.
+pub trait KvStore: Send + Sync + 'static {
+    /// Creates `key` if absent; [`StoreError::Exists`] otherwise.
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision>;
+    /// Replaces `key` if its revision is still `expected`; [`StoreError::Conflict`]
+    /// otherwise.
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision>;
+    /// Reads `key`.
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>>;
+    /// Deletes `key` (no error when absent).
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()>;
+    /// Every key starting with `prefix`, in key order.
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>>;
+}
+
+impl<S: KvStore + ?Sized> KvStore for Arc<S> {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        (**self).create(key, value)
+    }
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        (**self).update(key, value, expected)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        (**self).get(key)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        (**self).delete(key)
+    }
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        (**self).keys(prefix)
+    }
+}
+
+impl<S: KvStore + ?Sized> KvStore for Box<S> {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        (**self).create(key, value)
+    }
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        (**self).update(key, value, expected)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        (**self).get(key)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        (**self).delete(key)
+    }
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        (**self).keys(prefix)
+    }
+}
+
+/// Checks that a key is `.`-separated tokens of `[A-Za-z0-9_-]`.
+pub fn check_key(key: &str) -> Result<(), StoreError> {
+    let ok = !key.is_empty()
+        && key.split('.').all(|t| {
+            !t.is_empty()
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey(key.to_owned()))
+    }
+}
+
+/// The in-process [`KvStore`]: a map behind a mutex. Clones share the same records, so
+/// several engines in one process (workers in tests) see one store.
+///
+/// ```
+/// use aaa_guard::{KvStore, MemoryKv, StoreError};
+///
+/// # futures_lite_block_on(async {
+/// let kv = MemoryKv::new();
+/// let rev = kv.create("a.b", b"1".to_vec()).await.unwrap();
+/// let rev2 = kv.update("a.b", b"2".to_vec(), rev).await.unwrap();
+/// assert!(matches!(kv.update("a.b", b"3".to_vec(), rev).await, Err(StoreError::Conflict { .. })));
+/// assert_eq!(kv.get("a.b").await.unwrap().unwrap().revision, rev2);
+/// # });
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     use std::task::{Context, Poll, Waker};
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = Context::from_waker(Waker::noop());
+/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// ```
+#[derive(Clone, Default)]
+pub struct MemoryKv {
+    inner: Arc<Mutex<MemoryInner>>,
+}
+
+#[derive(Default)]
+struct MemoryInner {
+    records: BTreeMap<String, Entry>,
+    last_revision: Revision,
+}
+
+impl MemoryKv {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut MemoryInner) -> T) -> T {
+        // A panic while holding the lock cannot leave a record half-written (every
+        // operation is a single map write), so a poisoned lock is safe to reuse.
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+impl std::fmt::Debug for MemoryKv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let len = self.with(|m| m.records.len());
+        f.debug_struct("MemoryKv").field("records", &len).finish()
+    }
+}
+
+impl KvStore for MemoryKv {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.with(|m| {
+                if m.records.contains_key(key) {
+                    return Err(StoreError::Exists {
+                        key: key.to_owned(),
+                    });
+                }
+                m.last_revision += 1;
+                let revision = m.last_revision;
+                m.records.insert(key.to_owned(), Entry { value, revision });
+                Ok(revision)
+            })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.with(|m| {
+                let found = m.records.get(key).map(|e| e.revision);
+                if found != Some(expected) {
+                    return Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected,
+                        found,
+                    });
+                }
+                m.last_revision += 1;
+                let revision = m.last_revision;
+                m.records.insert(key.to_owned(), Entry { value, revision });
+                Ok(revision)
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        Box::pin(async move { Ok(self.with(|m| m.records.get(key).cloned())) })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.with(|m| m.records.remove(key));
+            Ok(())
+        })
+    }
+
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            Ok(self.with(|m| {
+                m.records
+                    .range(prefix.to_owned()..)
+                    .take_while(|(k, _)| k.starts_with(prefix))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            }))
+        })
+    }
+}

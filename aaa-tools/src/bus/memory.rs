@@ -1,0 +1,532 @@
+//! [`MemoryBus`]: the embedded bus.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::stream::{self, BoxStream};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::{
+    Acker, Bus, BusError, BusFuture, ConsumerSpec, Message, Stored, Subscription, subject_matches,
+};
+
+/// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
+/// durable pull consumers: a log, per-consumer pending state, ack deadlines,
+/// redelivery on deadline, on `nak` and when a subscription is dropped, delivery
+/// counts, and de-duplication of publishes by message id within a window (2 minutes,
+/// like JetStream's default).
+///
+/// Clones share one bus, so several engines in one process act as workers on it. Time
+/// is tokio's clock, so tests with a paused clock control deadlines exactly.
+///
+/// The log lives in memory for the life of the bus: this is the embedded default for a
+/// single process and for tests, not a store that outlives the process.
+#[derive(Clone)]
+pub struct MemoryBus {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Notify,
+    next_holder: AtomicU64,
+    dedup_window: Duration,
+}
+
+#[derive(Default)]
+struct State {
+    log: Vec<Stored>,
+    recent_ids: HashMap<String, Instant>,
+    recent_order: VecDeque<(Instant, String)>,
+    consumers: HashMap<String, ConsumerState>,
+}
+
+struct ConsumerState {
+    filters: Vec<String>,
+    ack_wait: Duration,
+    /// The next log index not yet looked at.
+    cursor: usize,
+    /// Delivered and unsettled: seq -> (deliveries, deadline, holder).
+    pending: BTreeMap<u64, Pending>,
+    /// To deliver again: seq -> (deliveries so far, not before).
+    redeliver: BTreeMap<u64, (u32, Instant)>,
+}
+
+struct Pending {
+    deliveries: u32,
+    deadline: Instant,
+    holder: u64,
+}
+
+impl Default for MemoryBus {
+    fn default() -> Self {
+        MemoryBus::new()
+    }
+}
+
+impl std::fmt::Debug for MemoryBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("MemoryBus")
+            .field("messages", &state.log.len())
+            .field("consumers", &state.consumers.len())
+            .finish()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every critical section leaves the state consistent before it can panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl MemoryBus {
+    /// An empty bus.
+    pub fn new() -> Self {
+        MemoryBus {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                changed: Notify::new(),
+                next_holder: AtomicU64::new(1),
+                dedup_window: Duration::from_secs(120),
+            }),
+        }
+    }
+
+    /// Messages delivered to `durable` and not yet settled: what JetStream calls the
+    /// consumer's ack-pending count.
+    pub fn ack_pending(&self, durable: &str) -> usize {
+        self.shared
+            .lock()
+            .consumers
+            .get(durable)
+            .map_or(0, |c| c.pending.len() + c.redeliver.len())
+    }
+
+    /// The number of messages in the log.
+    pub fn len(&self) -> usize {
+        self.shared.lock().log.len()
+    }
+
+    /// Whether the log is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn settle(
+    shared: &Shared,
+    durable: &str,
+    seq: u64,
+    change: impl FnOnce(&mut ConsumerState, Instant),
+) {
+    let mut state = shared.lock();
+    if let Some(consumer) = state.consumers.get_mut(durable) {
+        change(consumer, Instant::now());
+    }
+    drop(state);
+    shared.changed.notify_waiters();
+    let _ = seq;
+}
+
+struct MemoryAcker {
+    shared: Arc<Shared>,
+    durable: String,
+}
+
+impl Acker for MemoryAcker {
+    fn ack(&self, seq: u64) -> BusFuture<'_, ()> {
+        settle(&self.shared, &self.durable, seq, |c, _| {
+            c.pending.remove(&seq);
+            c.redeliver.remove(&seq);
+        });
+        Box::pin(async { Ok(()) })
+    }
+
+    fn nak(&self, seq: u64, delay: Duration) -> BusFuture<'_, ()> {
+        settle(&self.shared, &self.durable, seq, |c, now| {
+            if let Some(p) = c.pending.remove(&seq) {
+                c.redeliver.insert(seq, (p.deliveries, now + delay));
+            }
+        });
+        Box::pin(async { Ok(()) })
+    }
+
+    fn in_progress(&self, seq: u64) -> BusFuture<'_, ()> {
+        settle(&self.shared, &self.durable, seq, |c, now| {
+            let wait = c.ack_wait;
+            if let Some(p) = c.pending.get_mut(&seq) {
+                p.deadline = now + wait;
+            }
+        });
+        Box::pin(async { Ok(()) })
+    }
+
+    fn term(&self, seq: u64) -> BusFuture<'_, ()> {
+        settle(&self.shared, &self.durable, seq, |c, _| {
+            c.pending.remove(&seq);
+            c.redeliver.remove(&seq);
+        });
+        Box::pin(async { Ok(()) })
+    }
+}
+
+struct MemorySubscription {
+    shared: Arc<Shared>,
+    durable: String,
+    holder: u64,
+    acker: Arc<dyn Acker>,
+}
+
+impl Drop for MemorySubscription {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        if let Some(consumer) = state.consumers.get_mut(&self.durable) {
+            let now = Instant::now();
+            let mine: Vec<u64> = consumer
+                .pending
+                .iter()
+                .filter(|(_, p)| p.holder == self.holder)
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in mine {
+                if let Some(p) = consumer.pending.remove(&seq) {
+                    consumer.redeliver.insert(seq, (p.deliveries, now));
+                }
+            }
+        }
+        drop(state);
+        self.shared.changed.notify_waiters();
+    }
+}
+
+impl MemorySubscription {
+    /// One attempt to take a message; otherwise when to look again.
+    fn try_take(&self) -> Result<Message, Option<Instant>> {
+        let mut state = self.shared.lock();
+        let now = Instant::now();
+        let State { log, consumers, .. } = &mut *state;
+        let Some(consumer) = consumers.get_mut(&self.durable) else {
+            return Err(None);
+        };
+
+        let expired: Vec<u64> = consumer
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        for seq in expired {
+            if let Some(p) = consumer.pending.remove(&seq) {
+                consumer.redeliver.insert(seq, (p.deliveries, now));
+            }
+        }
+        let due = consumer
+            .redeliver
+            .iter()
+            .find(|(_, (_, at))| *at <= now)
+            .map(|(seq, (n, _))| (*seq, *n));
+        let deliver = |consumer: &mut ConsumerState, seq: u64, deliveries: u32| {
+            consumer.pending.insert(
+                seq,
+                Pending {
+                    deliveries,
+                    deadline: now + consumer.ack_wait,
+                    holder: self.holder,
+                },
+            );
+            let stored = &log[(seq - 1) as usize];
+            Message::new(
+                stored.subject.clone(),
+                stored.payload.clone(),
+                seq,
+                deliveries,
+                self.acker.clone(),
+            )
+        };
+        if let Some((seq, n)) = due {
+            consumer.redeliver.remove(&seq);
+            return Ok(deliver(consumer, seq, n + 1));
+        }
+        while consumer.cursor < log.len() {
+            let index = consumer.cursor;
+            consumer.cursor += 1;
+            if consumer
+                .filters
+                .iter()
+                .any(|f| subject_matches(f, &log[index].subject))
+            {
+                return Ok(deliver(consumer, log[index].seq, 1));
+            }
+        }
+        let next_deadline = consumer.pending.values().map(|p| p.deadline);
+        let next_redelivery = consumer.redeliver.values().map(|(_, at)| *at);
+        Err(next_deadline.chain(next_redelivery).min())
+    }
+}
+
+impl Subscription for MemorySubscription {
+    fn next(&mut self) -> BusFuture<'_, Message> {
+        Box::pin(async move {
+            loop {
+                let changed = self.shared.changed.notified();
+                match self.try_take() {
+                    Ok(message) => return Ok(message),
+                    Err(Some(wake)) => {
+                        tokio::select! {
+                            _ = changed => {}
+                            _ = tokio::time::sleep_until(wake) => {}
+                        }
+                    }
+                    Err(None) => changed.await,
+                }
+            }
+        })
+    }
+}
+
+impl Bus for MemoryBus {
+    fn publish<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        Box::pin(async move {
+            if subject.is_empty()
+                || subject.contains(['*', '>', ' '])
+                || subject.split('.').any(str::is_empty)
+            {
+                return Err(BusError::Invalid {
+                    what: "subject",
+                    detail: format!("{subject:?} is not a publishable subject"),
+                });
+            }
+            let mut state = self.shared.lock();
+            let now = Instant::now();
+            while let Some((at, _)) = state.recent_order.front() {
+                if now.duration_since(*at) < self.shared.dedup_window {
+                    break;
+                }
+                if let Some((_, id)) = state.recent_order.pop_front() {
+                    state.recent_ids.remove(&id);
+                }
+            }
+            if let Some(id) = msg_id {
+                if state.recent_ids.contains_key(id) {
+                    return Ok(());
+                }
+                state.recent_ids.insert(id.to_owned(), now);
+                state.recent_order.push_back((now, id.to_owned()));
+            }
+            let seq = state.log.len() as u64 + 1;
+            state.log.push(Stored {
+                seq,
+                subject: subject.to_owned(),
+                payload,
+            });
+            drop(state);
+            self.shared.changed.notify_waiters();
+            Ok(())
+        })
+    }
+
+    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
+        Box::pin(async move {
+            if spec.durable.is_empty() || spec.filters.is_empty() {
+                return Err(BusError::Invalid {
+                    what: "consumer",
+                    detail: "a durable name and at least one filter are required".into(),
+                });
+            }
+            let mut state = self.shared.lock();
+            let consumer = state
+                .consumers
+                .entry(spec.durable.clone())
+                .or_insert_with(|| ConsumerState {
+                    filters: spec.filters.clone(),
+                    ack_wait: spec.ack_wait,
+                    cursor: 0,
+                    pending: BTreeMap::new(),
+                    redeliver: BTreeMap::new(),
+                });
+            if consumer.filters != spec.filters {
+                return Err(BusError::Invalid {
+                    what: "consumer",
+                    detail: format!(
+                        "`{}` exists with other filters {:?}",
+                        spec.durable, consumer.filters
+                    ),
+                });
+            }
+            drop(state);
+            let holder = self.shared.next_holder.fetch_add(1, Ordering::Relaxed);
+            let acker: Arc<dyn Acker> = Arc::new(MemoryAcker {
+                shared: self.shared.clone(),
+                durable: spec.durable.clone(),
+            });
+            Ok(Box::new(MemorySubscription {
+                shared: self.shared.clone(),
+                durable: spec.durable.clone(),
+                holder,
+                acker,
+            }) as Box<dyn Subscription>)
+        })
+    }
+
+    fn replay<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        let shared = self.shared.clone();
+        let filter = filter.to_owned();
+        Box::pin(async move {
+            let stream = stream::unfold(
+                (shared, filter, 0usize),
+                |(shared, filter, mut index)| async move {
+                    loop {
+                        let changed = shared.changed.notified();
+                        let found = {
+                            let state = shared.lock();
+                            let mut found = None;
+                            while index < state.log.len() {
+                                let stored = &state.log[index];
+                                index += 1;
+                                if subject_matches(&filter, &stored.subject) {
+                                    found = Some(stored.clone());
+                                    break;
+                                }
+                            }
+                            found
+                        };
+                        match found {
+                            Some(found) => {
+                                drop(changed);
+                                return Some((Ok(found), (shared, filter, index)));
+                            }
+                            None => changed.await,
+                        }
+                    }
+                },
+            );
+            Ok(Box::pin(stream) as BoxStream<'static, Result<Stored, BusError>>)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    async fn publish(bus: &MemoryBus, subject: &str, body: &str) {
+        bus.publish(subject, body.as_bytes().to_vec(), None)
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn competing_subscriptions_share_a_consumer() {
+        let bus = MemoryBus::new();
+        let spec = ConsumerSpec::new("work", ["q.>"]);
+        let mut a = bus.subscribe(&spec).await.unwrap();
+        let mut b = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q.1", "one").await;
+        publish(&bus, "other", "skip").await;
+        publish(&bus, "q.2", "two").await;
+        let first = a.next().await.unwrap();
+        let second = b.next().await.unwrap();
+        assert_eq!(
+            (first.payload.as_slice(), second.payload.as_slice()),
+            (&b"one"[..], &b"two"[..])
+        );
+        first.ack().await.unwrap();
+        second.ack().await.unwrap();
+        assert_eq!(bus.ack_pending("work"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unsettled_messages_come_back() {
+        let bus = MemoryBus::new();
+        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(5));
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q", "x").await;
+        let first = sub.next().await.unwrap();
+        assert_eq!(first.delivery_count, 1);
+        // Past the ack deadline: delivered again, counted.
+        let again = sub.next().await.unwrap();
+        assert_eq!(again.delivery_count, 2);
+        assert!(Instant::now() >= tokio::time::Instant::now());
+        // A nak delays the next delivery.
+        again.nak(Duration::from_secs(60)).await.unwrap();
+        let start = Instant::now();
+        let third = sub.next().await.unwrap();
+        assert_eq!(third.delivery_count, 3);
+        assert!(start.elapsed() >= Duration::from_secs(60));
+        third.term().await.unwrap();
+        assert_eq!(bus.ack_pending("work"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_subscription_hands_its_messages_back() {
+        let bus = MemoryBus::new();
+        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(3600));
+        let mut a = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q", "x").await;
+        let held = a.next().await.unwrap();
+        drop(a);
+        let mut b = bus.subscribe(&spec).await.unwrap();
+        let again = tokio::time::timeout(Duration::from_secs(1), b.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!((again.seq, again.delivery_count), (held.seq, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_progress_extends_the_deadline() {
+        let bus = MemoryBus::new();
+        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(10));
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q", "x").await;
+        let msg = sub.next().await.unwrap();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(8)).await;
+            msg.in_progress().await.unwrap();
+        }
+        assert!(
+            tokio::time::timeout(Duration::from_secs(9), sub.next())
+                .await
+                .is_err(),
+            "no redelivery while in progress"
+        );
+        msg.ack().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn publishes_dedupe_by_id_within_the_window() {
+        let bus = MemoryBus::new();
+        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
+        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
+        assert_eq!(bus.len(), 1);
+        tokio::time::sleep(Duration::from_secs(121)).await;
+        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
+        assert_eq!(bus.len(), 2);
+        assert!(bus.publish("q.*", vec![], None).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replay_reads_the_past_then_follows() {
+        let bus = MemoryBus::new();
+        publish(&bus, "run.a.x", "1").await;
+        publish(&bus, "run.b.x", "2").await;
+        let mut replay = bus.replay("run.a.>").await.unwrap();
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"1");
+        publish(&bus, "run.a.y", "3").await;
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"3");
+    }
+}

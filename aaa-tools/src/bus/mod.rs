@@ -1,0 +1,285 @@
+//! The [`Bus`]: durable publish and competing-consumer delivery with deferred acks.
+//!
+//! A bus is a log of messages (subject + bytes) and durable consumers over it. A
+//! consumer hands each matching message to one of the subscriptions bound to it, and
+//! the message stays *pending* until that subscription settles it:
+//!
+//! - [`Message::ack`]: done, never delivered again;
+//! - [`Message::nak`]: deliver again after a delay;
+//! - [`Message::in_progress`]: still working, extend the ack deadline;
+//! - [`Message::term`]: never deliver again (a poison message).
+//!
+//! A pending message is delivered again when its ack deadline passes or when the
+//! subscription that held it is dropped. Every delivery carries its delivery count.
+//!
+//! Acks are matched by sequence number, not by delivery, exactly like JetStream: a
+//! late ack from a subscription that lost the message still settles it. Whoever may
+//! have been superseded must not ack (the guard takes care of that).
+//!
+//! Implementations: [`MemoryBus`] (the embedded default, in process) and the JetStream
+//! bus (feature `nats`, when built).
+
+mod memory;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+
+pub use memory::MemoryBus;
+
+/// A boxed future of a bus operation (keeps the traits object safe).
+pub type BusFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BusError>> + Send + 'a>>;
+
+/// A failed bus operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BusError {
+    /// The bus could not be reached or did not answer; the operation may be retried.
+    #[error("bus unavailable: {0}")]
+    Unavailable(String),
+    /// The bus has been closed.
+    #[error("bus closed")]
+    Closed,
+    /// An invalid subject, filter or consumer name.
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// What was invalid.
+        what: &'static str,
+        /// Why.
+        detail: String,
+    },
+}
+
+impl BusError {
+    /// Whether retrying may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, BusError::Unavailable(_))
+    }
+}
+
+/// A message read back from the log (by [`Bus::replay`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// Its position in the log.
+    pub seq: u64,
+    /// Its subject.
+    pub subject: String,
+    /// Its bytes.
+    pub payload: Vec<u8>,
+}
+
+/// What a durable consumer delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsumerSpec {
+    /// The durable name; subscriptions with the same name compete for messages.
+    pub durable: String,
+    /// Subject filters (`*` matches one token, `>` the rest).
+    pub filters: Vec<String>,
+    /// How long a delivered message may stay unsettled before it is delivered again.
+    pub ack_wait: Duration,
+}
+
+impl ConsumerSpec {
+    /// A consumer named `durable` over `filters`, with a 30 s ack wait.
+    pub fn new(
+        durable: impl Into<String>,
+        filters: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        ConsumerSpec {
+            durable: durable.into(),
+            filters: filters.into_iter().map(Into::into).collect(),
+            ack_wait: Duration::from_secs(30),
+        }
+    }
+
+    /// Sets the ack wait.
+    pub fn with_ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+}
+
+/// Settles delivered messages; implemented by each bus.
+pub trait Acker: Send + Sync {
+    /// Acknowledges message `seq`.
+    fn ack(&self, seq: u64) -> BusFuture<'_, ()>;
+    /// Asks for `seq` to be delivered again after `delay`.
+    fn nak(&self, seq: u64, delay: Duration) -> BusFuture<'_, ()>;
+    /// Extends the ack deadline of `seq`.
+    fn in_progress(&self, seq: u64) -> BusFuture<'_, ()>;
+    /// Stops all deliveries of `seq`.
+    fn term(&self, seq: u64) -> BusFuture<'_, ()>;
+}
+
+/// A delivered message.
+pub struct Message {
+    /// Its subject.
+    pub subject: String,
+    /// Its bytes.
+    pub payload: Vec<u8>,
+    /// Its position in the log (what acks refer to).
+    pub seq: u64,
+    /// 1 on the first delivery, 2 on the next, ...
+    pub delivery_count: u32,
+    acker: Arc<dyn Acker>,
+}
+
+impl Message {
+    /// A message settled through `acker` (for bus implementations).
+    pub fn new(
+        subject: String,
+        payload: Vec<u8>,
+        seq: u64,
+        delivery_count: u32,
+        acker: Arc<dyn Acker>,
+    ) -> Self {
+        Message {
+            subject,
+            payload,
+            seq,
+            delivery_count,
+            acker,
+        }
+    }
+
+    /// Acknowledges the message: it is never delivered again.
+    pub async fn ack(&self) -> Result<(), BusError> {
+        self.acker.ack(self.seq).await
+    }
+
+    /// Delivers it again after `delay`.
+    pub async fn nak(&self, delay: Duration) -> Result<(), BusError> {
+        self.acker.nak(self.seq, delay).await
+    }
+
+    /// Extends its ack deadline.
+    pub async fn in_progress(&self) -> Result<(), BusError> {
+        self.acker.in_progress(self.seq).await
+    }
+
+    /// Never delivers it again.
+    pub async fn term(&self) -> Result<(), BusError> {
+        self.acker.term(self.seq).await
+    }
+}
+
+impl std::fmt::Debug for Message {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Message")
+            .field("subject", &self.subject)
+            .field("seq", &self.seq)
+            .field("delivery_count", &self.delivery_count)
+            .field("bytes", &self.payload.len())
+            .finish()
+    }
+}
+
+/// A subscription to a durable consumer. Dropping it hands its unsettled messages back
+/// for redelivery.
+pub trait Subscription: Send {
+    /// The next message (waits until one is available).
+    fn next(&mut self) -> BusFuture<'_, Message>;
+}
+
+/// Durable publish and delivery (see the [module docs](self)).
+pub trait Bus: Send + Sync + 'static {
+    /// Appends a message. A second publish with the same `msg_id` within the bus's
+    /// de-duplication window is dropped.
+    fn publish<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()>;
+
+    /// Binds a subscription to the durable consumer `spec.durable` (created on first
+    /// use).
+    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>>;
+
+    /// Every stored message matching `filter`, from the start of the log, then new ones
+    /// as they arrive.
+    fn replay<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>>;
+}
+
+impl<B: Bus + ?Sized> Bus for Arc<B> {
+    fn publish<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        (**self).publish(subject, payload, msg_id)
+    }
+    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
+        (**self).subscribe(spec)
+    }
+    fn replay<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        (**self).replay(filter)
+    }
+}
+
+impl<B: Bus + ?Sized> Bus for Box<B> {
+    fn publish<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        (**self).publish(subject, payload, msg_id)
+    }
+    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
+        (**self).subscribe(spec)
+    }
+    fn replay<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        (**self).replay(filter)
+    }
+}
+
+/// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).
+pub fn subject_matches(filter: &str, subject: &str) -> bool {
+    let mut f = filter.split('.');
+    let mut s = subject.split('.');
+    loop {
+        match (f.next(), s.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_matches;
+
+    #[test]
+    fn filters_follow_nats_rules() {
+        assert!(subject_matches(
+            "aaa.*.*.tool.requested",
+            "aaa.t.r.tool.requested"
+        ));
+        assert!(!subject_matches(
+            "aaa.*.*.tool.requested",
+            "aaa.t.r.tool.completed"
+        ));
+        assert!(subject_matches("aaa.t.r.>", "aaa.t.r.tool.completed"));
+        assert!(!subject_matches("aaa.t.r.>", "aaa.t.r"));
+        assert!(!subject_matches("aaa.t.r.>", "aaa.t.r2.tool.completed"));
+        assert!(!subject_matches("a.b", "a.b.c"));
+    }
+}

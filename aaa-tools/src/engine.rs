@@ -1,0 +1,490 @@
+//! [`Engine`] and [`RunHandle`]: requesting tool calls and reading their outcomes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use aaa_guard::{KvStore, MemoryKv};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use crate::bus::{Bus, BusError, MemoryBus};
+use crate::event::{
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Event, TOOL_COMPLETED, TOOL_FAILED,
+    TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
+};
+use crate::handler::Executor;
+use crate::ids::{CallId, IdError, RunId, TenantId};
+
+/// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The bus failed.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    /// An invalid id.
+    #[error(transparent)]
+    Id(#[from] IdError),
+    /// The run's fact stream ended.
+    #[error("the run's facts stopped before the outcome of {0} arrived")]
+    Closed(CallId),
+    /// A call was requested twice with one id in one handle's `call_all`.
+    #[error("call id {0} appears twice in one turn")]
+    DuplicateCall(CallId),
+}
+
+/// Durable, guarded tool execution: a cheap-to-clone handle over a [`Bus`] and a
+/// [`KvStore`].
+///
+/// The engine is where programs request tool calls ([`RunHandle`]) and where a
+/// [`ToolHandler`](crate::ToolHandler) attaches to execute them. One process can hold
+/// several engines over one bus (each is a worker); each engine runs at most one tool
+/// executor.
+///
+/// ```
+/// use aaa_tools::{Engine, ToolHandler, ToolRegistry, tool, tools};
+///
+/// /// Add two integers.
+/// #[tool]
+/// async fn add(a: i64, b: i64) -> i64 { a + b }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::embedded();
+/// let _worker = ToolHandler::new(ToolRegistry::new(tools![add])?).attach(&engine).await?;
+/// let run = engine.new_run();
+/// let outcome = run.call("add", serde_json::json!({"a": 2, "b": 3})).await?;
+/// assert_eq!(outcome.result(), Some(&serde_json::json!(5)));
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<EngineInner>,
+}
+
+pub(crate) struct EngineInner {
+    pub(crate) bus: Arc<dyn Bus>,
+    pub(crate) store: Arc<dyn KvStore>,
+    pub(crate) source: String,
+    pub(crate) executor: Mutex<Weak<Executor>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("source", &self.inner.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine on a fresh [`MemoryBus`] and [`MemoryKv`]: everything in this process.
+    pub fn embedded() -> Engine {
+        Engine::new(MemoryBus::new(), MemoryKv::new())
+    }
+
+    /// An engine over `bus` and `store`. Engines built over clones of one bus and one
+    /// store act as separate workers of one system.
+    pub fn new(bus: impl Bus, store: impl KvStore) -> Engine {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        Engine {
+            inner: Arc::new(EngineInner {
+                bus: Arc::new(bus),
+                store: Arc::new(store),
+                source: format!("aaa-tools/engine/{}", &id[..12]),
+                executor: Mutex::new(Weak::new()),
+            }),
+        }
+    }
+
+    /// The bus.
+    pub fn bus(&self) -> &Arc<dyn Bus> {
+        &self.inner.bus
+    }
+
+    /// The record store.
+    pub fn store(&self) -> &Arc<dyn KvStore> {
+        &self.inner.store
+    }
+
+    /// The CloudEvents `source` this engine publishes as.
+    pub fn source(&self) -> &str {
+        &self.inner.source
+    }
+
+    /// A handle on run `run` of the default tenant.
+    pub fn run(&self, run: RunId) -> RunHandle {
+        self.run_for(TenantId::default(), run)
+    }
+
+    /// A handle on run `run` of `tenant`.
+    pub fn run_for(&self, tenant: TenantId, run: RunId) -> RunHandle {
+        RunHandle {
+            inner: Arc::new(RunInner {
+                engine: self.clone(),
+                tenant,
+                run,
+                watcher: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// A handle on a new run of the default tenant, with a fresh id.
+    pub fn new_run(&self) -> RunHandle {
+        self.run(new_run_id())
+    }
+
+    /// Publishes an event on its subject, de-duplicated by its id.
+    pub async fn publish(&self, event: &Event) -> Result<(), BusError> {
+        self.inner
+            .bus
+            .publish(&event.bus_subject(), event.to_bytes(), Some(&event.id))
+            .await
+    }
+
+    pub(crate) fn event(
+        &self,
+        kind: &str,
+        tenant: &TenantId,
+        run: &RunId,
+        call: Option<&CallId>,
+        data: Value,
+    ) -> Event {
+        Event::new(kind, &self.inner.source, tenant, run, call, data)
+    }
+}
+
+/// A fresh run id.
+pub fn new_run_id() -> RunId {
+    RunId::new(format!("run-{}", uuid::Uuid::new_v4().simple())).expect("a uuid is a valid id")
+}
+
+/// A fresh call id.
+pub fn new_call_id() -> CallId {
+    CallId::new(format!("call-{}", uuid::Uuid::new_v4().simple())).expect("a uuid is a valid id")
+}
+
+/// One tool call of a model turn.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolCall {
+    /// The call id (the provider's, when it gave one); a fresh one when `None`.
+    pub call_id: Option<CallId>,
+    /// The tool's name as the model sent it.
+    pub name: String,
+    /// The arguments: an object, or a string of JSON as providers send them.
+    pub arguments: Value,
+    /// Metadata for the tool (`ToolContext::meta`).
+    pub meta: Map<String, Value>,
+}
+
+impl ToolCall {
+    /// A call of `name` with `arguments`.
+    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+        ToolCall {
+            call_id: None,
+            name: name.into(),
+            arguments,
+            meta: Map::new(),
+        }
+    }
+
+    /// Uses the provider's call id.
+    pub fn with_id(mut self, call_id: CallId) -> Self {
+        self.call_id = Some(call_id);
+        self
+    }
+
+    /// Adds metadata.
+    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = meta;
+        self
+    }
+}
+
+/// How a call ended: the fact the model reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// `aaa.tool.completed`.
+    Completed(ToolCompleted),
+    /// `aaa.tool.failed`.
+    Failed(ToolFailed),
+}
+
+impl Outcome {
+    /// The call.
+    pub fn call_id(&self) -> &CallId {
+        match self {
+            Outcome::Completed(c) => &c.call_id,
+            Outcome::Failed(f) => &f.call_id,
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Outcome::Completed(c) => &c.name,
+            Outcome::Failed(f) => &f.name,
+        }
+    }
+
+    /// The result, when the call completed.
+    pub fn result(&self) -> Option<&Value> {
+        match self {
+            Outcome::Completed(c) => Some(&c.result),
+            Outcome::Failed(_) => None,
+        }
+    }
+
+    /// The failure, when the call failed.
+    pub fn failure(&self) -> Option<&ToolFailed> {
+        match self {
+            Outcome::Failed(f) => Some(f),
+            Outcome::Completed(_) => None,
+        }
+    }
+
+    /// Whether the call completed.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Completed(_))
+    }
+
+    /// The text to put in the model's tool-result message: a string result as is,
+    /// another result as JSON, a failure as `error (<kind>): <message>`.
+    pub fn for_model(&self) -> String {
+        match self {
+            Outcome::Completed(c) => match &c.result {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+            Outcome::Failed(f) => format!("error ({}): {}", f.kind, f.message),
+        }
+    }
+
+    fn from_event(event: &Event) -> Option<Outcome> {
+        match event.kind.as_str() {
+            TOOL_COMPLETED => event
+                .data_as::<ToolCompleted>()
+                .ok()
+                .map(Outcome::Completed),
+            TOOL_FAILED => event.data_as::<ToolFailed>().ok().map(Outcome::Failed),
+            _ => None,
+        }
+    }
+}
+
+/// A handle on one run: request calls, await their outcomes, read the run's facts,
+/// signal approvals. Cheap to clone.
+#[derive(Clone)]
+pub struct RunHandle {
+    inner: Arc<RunInner>,
+}
+
+struct RunInner {
+    engine: Engine,
+    tenant: TenantId,
+    run: RunId,
+    watcher: Mutex<Option<Arc<Watcher>>>,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle")
+            .field("tenant", &self.inner.tenant)
+            .field("run", &self.inner.run)
+            .finish()
+    }
+}
+
+/// Follows a run's facts and hands outcomes to whoever waits for them.
+struct Watcher {
+    state: Arc<Mutex<WatchState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct WatchState {
+    outcomes: HashMap<CallId, Outcome>,
+    waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>>,
+    ended: bool,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RunHandle {
+    /// The run id.
+    pub fn run_id(&self) -> &RunId {
+        &self.inner.run
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> &TenantId {
+        &self.inner.tenant
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Requests a call of `name`; returns its (fresh) call id without waiting.
+    pub async fn request(&self, name: &str, arguments: Value) -> Result<CallId, EngineError> {
+        self.request_call(ToolCall::new(name, arguments)).await
+    }
+
+    /// Requests a call; returns its call id without waiting.
+    pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
+        let call_id = call.call_id.unwrap_or_else(new_call_id);
+        let data = ToolRequested {
+            call_id: call_id.clone(),
+            name: call.name,
+            arguments: call.arguments,
+            meta: call.meta,
+        };
+        let data = serde_json::to_value(&data).unwrap_or(Value::Null);
+        let event = self.inner.engine.event(
+            TOOL_REQUESTED,
+            &self.inner.tenant,
+            &self.inner.run,
+            Some(&call_id),
+            data,
+        );
+        self.inner.engine.publish(&event).await?;
+        Ok(call_id)
+    }
+
+    /// Requests a call and waits for its outcome.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<Outcome, EngineError> {
+        let call_id = self.request(name, arguments).await?;
+        self.outcome(&call_id).await
+    }
+
+    /// Requests every call of one model turn at once, and returns their outcomes in the
+    /// order of `calls` (whatever order they finish in).
+    pub async fn call_all(&self, calls: Vec<ToolCall>) -> Result<Vec<Outcome>, EngineError> {
+        let mut ids = Vec::with_capacity(calls.len());
+        let mut seen = std::collections::HashSet::new();
+        for call in calls {
+            let call = match call.call_id {
+                Some(_) => call,
+                None => call.with_id(new_call_id()),
+            };
+            let id = call.call_id.clone().expect("set above");
+            if !seen.insert(id.clone()) {
+                return Err(EngineError::DuplicateCall(id));
+            }
+            self.request_call(call).await?;
+            ids.push(id);
+        }
+        futures::future::try_join_all(ids.iter().map(|id| self.outcome(id))).await
+    }
+
+    /// Waits for the outcome of `call_id` (which may already have arrived).
+    pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
+        let watcher = self.watcher().await?;
+        let receiver = {
+            let mut state = watcher.state.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(outcome) = state.outcomes.get(call_id) {
+                return Ok(outcome.clone());
+            }
+            if state.ended {
+                return Err(EngineError::Closed(call_id.clone()));
+            }
+            let (tx, rx) = oneshot::channel();
+            state.waiters.entry(call_id.clone()).or_default().push(tx);
+            rx
+        };
+        receiver
+            .await
+            .map_err(|_| EngineError::Closed(call_id.clone()))
+    }
+
+    async fn watcher(&self) -> Result<Arc<Watcher>, EngineError> {
+        if let Some(w) = self
+            .inner
+            .watcher
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return Ok(w.clone());
+        }
+        let filter = format!("aaa.{}.{}.tool.*", self.inner.tenant, self.inner.run);
+        let mut stream = self.inner.engine.inner.bus.replay(&filter).await?;
+        let state = Arc::new(Mutex::new(WatchState::default()));
+        let task_state = state.clone();
+        let task = tokio::spawn(async move {
+            while let Some(item) = stream.next().await {
+                let Ok(stored) = item else { break };
+                let Ok(event) = Event::from_bytes(&stored.payload) else {
+                    tracing::warn!(subject = %stored.subject, "skipping a fact that is not a valid event");
+                    continue;
+                };
+                let Some(outcome) = Outcome::from_event(&event) else {
+                    continue;
+                };
+                let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
+                let id = outcome.call_id().clone();
+                for waiter in state.waiters.remove(&id).unwrap_or_default() {
+                    let _ = waiter.send(outcome.clone());
+                }
+                // The first outcome of a call is its outcome.
+                state.outcomes.entry(id).or_insert(outcome);
+            }
+            let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
+            state.ended = true;
+            state.waiters.clear();
+        });
+        let watcher = Arc::new(Watcher { state, task });
+        let mut slot = self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(slot.get_or_insert(watcher).clone())
+    }
+
+    /// Every fact of the run, from its start, then new ones as they happen. Messages
+    /// on the run's subjects that are not valid events come out as errors.
+    pub async fn facts(&self) -> Result<BoxStream<'static, Result<Event, String>>, EngineError> {
+        let stream = self
+            .inner
+            .engine
+            .inner
+            .bus
+            .replay(&event::run_filter(&self.inner.tenant, &self.inner.run))
+            .await?;
+        Ok(Box::pin(stream.map(|item| match item {
+            Ok(stored) => {
+                Event::from_bytes(&stored.payload).map_err(|e| format!("{}: {e}", stored.subject))
+            }
+            Err(e) => Err(e.to_string()),
+        })))
+    }
+
+    /// Grants a pending approval. Only this path (a program's signal into the run) can
+    /// approve a call: nothing a tool or a model produces reaches it.
+    pub async fn grant(&self, decision: ApprovalDecision) -> Result<(), EngineError> {
+        self.signal(APPROVAL_GRANTED, decision).await
+    }
+
+    /// Denies a pending approval; the reason reaches the model.
+    pub async fn deny(&self, decision: ApprovalDecision) -> Result<(), EngineError> {
+        self.signal(APPROVAL_DENIED, decision).await
+    }
+
+    async fn signal(&self, kind: &str, decision: ApprovalDecision) -> Result<(), EngineError> {
+        let call_id = decision.call_id.clone();
+        let data = serde_json::to_value(&decision).unwrap_or(Value::Null);
+        let event = self.inner.engine.event(
+            kind,
+            &self.inner.tenant,
+            &self.inner.run,
+            Some(&call_id),
+            data,
+        );
+        self.inner.engine.publish(&event).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,455 @@
+//! Events: CloudEvents 1.0 in JSON structured mode, the wire format of every fact.
+//!
+//! # Wire format
+//!
+//! Every message on the bus is one JSON object (UTF-8) with these attributes:
+//!
+//! | attribute | value |
+//! |---|---|
+//! | `specversion` | `"1.0"` |
+//! | `id` | unique per event (a UUID); the bus de-duplicates publishes by it |
+//! | `source` | who published it, e.g. `aaa-tools/engine/4f1c…` |
+//! | `type` | one of the types below |
+//! | `time` | RFC 3339, UTC |
+//! | `datacontenttype` | `"application/json"` |
+//! | `subject` | the call id, when the event is about one call |
+//! | `aaarunid` | extension: the run id |
+//! | `aaatenant` | extension: the tenant id |
+//! | `data` | the payload, a JSON object |
+//!
+//! Types and their `data`:
+//!
+//! | `type` | `data` |
+//! |---|---|
+//! | `aaa.tool.requested` | `{call_id, name, arguments, meta?}`; `arguments` is an object, or a string of JSON as providers send it |
+//! | `aaa.tool.completed` | `{call_id, name, result, attempt}` |
+//! | `aaa.tool.failed` | `{call_id, name, kind, message, attempt}`; `kind` is a [`FailureKind`] |
+//! | `aaa.approval.requested` | `{call_id, name, arguments, fingerprint, reason?}` |
+//! | `aaa.approval.granted` | `{call_id, fingerprint?, approver?}` |
+//! | `aaa.approval.denied` | `{call_id, reason?, fingerprint?, approver?}` |
+//!
+//! On a bus, an event travels on the subject `aaa.<tenant>.<run>.<type without
+//! "aaa.">`, e.g. `aaa.default.run-1.tool.completed`, so a run's facts can be read back
+//! with the filter `aaa.<tenant>.<run>.>`. Ids are restricted to `[A-Za-z0-9_-]` (see
+//! [`RunId`]), so no id can add a subject token or a wildcard.
+//!
+//! A program in another language requests a call by publishing a `aaa.tool.requested`
+//! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from
+//! `aaa.<tenant>.<run>.tool.completed` or `.tool.failed`.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ids::{CallId, RunId, TenantId};
+
+/// `aaa.tool.requested`.
+pub const TOOL_REQUESTED: &str = "aaa.tool.requested";
+/// `aaa.tool.completed`.
+pub const TOOL_COMPLETED: &str = "aaa.tool.completed";
+/// `aaa.tool.failed`.
+pub const TOOL_FAILED: &str = "aaa.tool.failed";
+/// `aaa.approval.requested`.
+pub const APPROVAL_REQUESTED: &str = "aaa.approval.requested";
+/// `aaa.approval.granted`.
+pub const APPROVAL_GRANTED: &str = "aaa.approval.granted";
+/// `aaa.approval.denied`.
+pub const APPROVAL_DENIED: &str = "aaa.approval.denied";
+
+/// A CloudEvents 1.0 event (see the [module docs](self) for the wire format).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Always `"1.0"`.
+    pub specversion: String,
+    /// Unique id of this event.
+    pub id: String,
+    /// The publisher.
+    pub source: String,
+    /// The event type, e.g. `aaa.tool.completed`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// When it was published, RFC 3339.
+    pub time: String,
+    /// Always `"application/json"`.
+    #[serde(default = "json_content_type")]
+    pub datacontenttype: String,
+    /// The call id, for events about one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Extension attribute: the run.
+    pub aaarunid: RunId,
+    /// Extension attribute: the tenant.
+    pub aaatenant: TenantId,
+    /// The payload.
+    #[serde(default)]
+    pub data: Value,
+}
+
+fn json_content_type() -> String {
+    "application/json".to_owned()
+}
+
+impl Event {
+    /// A new event of `kind` for a run, with a fresh id and the current time.
+    pub fn new(
+        kind: &str,
+        source: &str,
+        tenant: &TenantId,
+        run: &RunId,
+        call: Option<&CallId>,
+        data: Value,
+    ) -> Self {
+        Event {
+            specversion: "1.0".to_owned(),
+            id: uuid::Uuid::new_v4().to_string(),
+            source: source.to_owned(),
+            kind: kind.to_owned(),
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            datacontenttype: json_content_type(),
+            subject: call.map(|c| c.as_str().to_owned()),
+            aaarunid: run.clone(),
+            aaatenant: tenant.clone(),
+            data,
+        }
+    }
+
+    /// The bus subject this event travels on.
+    pub fn bus_subject(&self) -> String {
+        subject(&self.aaatenant, &self.aaarunid, &self.kind)
+    }
+
+    /// The JSON bytes of the event.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // An Event holds only strings and a JSON value: serializing cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses an event, checking that it is a CloudEvents 1.0 event.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Event, EventError> {
+        let event: Event = serde_json::from_slice(bytes)
+            .map_err(|e| EventError(format!("not a valid event: {e}")))?;
+        if event.specversion != "1.0" {
+            return Err(EventError(format!(
+                "unsupported specversion {:?}; expected \"1.0\"",
+                event.specversion
+            )));
+        }
+        Ok(event)
+    }
+
+    /// Decodes `data` as `T`.
+    pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, EventError> {
+        serde_json::from_value(self.data.clone())
+            .map_err(|e| EventError(format!("`{}` event has invalid data: {e}", self.kind)))
+    }
+}
+
+/// The subject for events of `kind` in a run.
+pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
+    let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
+    format!("aaa.{tenant}.{run}.{suffix}")
+}
+
+/// The filter matching every event of a run.
+pub fn run_filter(tenant: &TenantId, run: &RunId) -> String {
+    format!("aaa.{tenant}.{run}.>")
+}
+
+/// An event that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EventError(pub String);
+
+/// Why a call failed, as the model and the program see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The arguments did not fit the schema.
+    BadArgs,
+    /// No tool has that name.
+    UnknownTool,
+    /// The tool ran past its timeout.
+    Timeout,
+    /// The tool returned an error.
+    Error,
+    /// The tool panicked.
+    Panic,
+    /// A human denied the call.
+    Denied,
+    /// Nobody approved the call in time.
+    ApprovalTimeout,
+    /// A guardrail or budget refused the call or its result.
+    Policy,
+    /// The request itself could not be read.
+    BadRequest,
+    /// Every allowed attempt was lost (`at_least_once`).
+    Abandoned,
+    /// An `at_most_once` attempt was lost: it may or may not have had its effect.
+    OutcomeUnknown,
+}
+
+impl FailureKind {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::BadArgs => "bad_args",
+            FailureKind::UnknownTool => "unknown_tool",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Error => "error",
+            FailureKind::Panic => "panic",
+            FailureKind::Denied => "denied",
+            FailureKind::ApprovalTimeout => "approval_timeout",
+            FailureKind::Policy => "policy",
+            FailureKind::BadRequest => "bad_request",
+            FailureKind::Abandoned => "abandoned",
+            FailureKind::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `data` of `aaa.tool.requested`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolRequested {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool's name as the model sent it.
+    pub name: String,
+    /// The arguments: an object, or a string of JSON.
+    #[serde(default)]
+    pub arguments: Value,
+    /// Free-form metadata, handed to the tool as `ToolContext::meta`.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub meta: Map<String, Value>,
+}
+
+/// `data` of `aaa.tool.completed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolCompleted {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// What it returned.
+    pub result: Value,
+    /// The attempt that produced it.
+    pub attempt: u32,
+}
+
+/// `data` of `aaa.tool.failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolFailed {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool's name as requested.
+    pub name: String,
+    /// Why.
+    pub kind: FailureKind,
+    /// What the model reads.
+    pub message: String,
+    /// The attempt (0 when the tool never started).
+    pub attempt: u32,
+}
+
+/// `data` of `aaa.approval.requested`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ApprovalRequested {
+    /// The call waiting for approval.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// The arguments it would run with.
+    pub arguments: Value,
+    /// Binds a grant to this exact call and these arguments.
+    pub fingerprint: String,
+    /// Why approval is needed (a guardrail's reason), if not the tool's own setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `data` of `aaa.approval.granted` and `aaa.approval.denied`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ApprovalDecision {
+    /// The call.
+    pub call_id: CallId,
+    /// The fingerprint from `aaa.approval.requested`; when given, the decision applies
+    /// only to a call with exactly those arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// For a denial: the reason the model reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver: Option<String>,
+}
+
+impl ApprovalDecision {
+    /// A decision on `call_id`.
+    pub fn new(call_id: CallId) -> Self {
+        ApprovalDecision {
+            call_id,
+            fingerprint: None,
+            reason: None,
+            approver: None,
+        }
+    }
+
+    /// Binds the decision to a fingerprint.
+    pub fn with_fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
+        self.fingerprint = Some(fingerprint.into());
+        self
+    }
+
+    /// Sets the reason (for a denial).
+    pub fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = Some(reason.into());
+        self
+    }
+
+    /// Names the approver.
+    pub fn with_approver(mut self, approver: impl Into<String>) -> Self {
+        self.approver = Some(approver.into());
+        self
+    }
+}
+
+/// The fingerprint binding an approval to a call: SHA-256 over the tenant, run, call id,
+/// tool name and the arguments in canonical JSON (object keys sorted).
+pub fn fingerprint(
+    tenant: &TenantId,
+    run: &RunId,
+    call: &CallId,
+    name: &str,
+    arguments: &Value,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut canonical = String::new();
+    write_canonical(arguments, &mut canonical);
+    let mut hasher = Sha256::new();
+    for part in [
+        tenant.as_str(),
+        run.as_str(),
+        call.as_str(),
+        name,
+        canonical.as_str(),
+    ] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_round_trip_with_their_subject() {
+        let tenant = TenantId::new("acme").unwrap();
+        let run = RunId::new("run-1").unwrap();
+        let call = CallId::new("call_1").unwrap();
+        let event = Event::new(
+            TOOL_COMPLETED,
+            "test",
+            &tenant,
+            &run,
+            Some(&call),
+            json!({"x": 1}),
+        );
+        assert_eq!(event.bus_subject(), "aaa.acme.run-1.tool.completed");
+        let back = Event::from_bytes(&event.to_bytes()).unwrap();
+        assert_eq!(back, event);
+        let wire: Value = serde_json::from_slice(&event.to_bytes()).unwrap();
+        assert_eq!(wire["type"], "aaa.tool.completed");
+        assert_eq!(wire["aaarunid"], "run-1");
+        assert_eq!(wire["subject"], "call_1");
+    }
+
+    #[test]
+    fn bad_events_are_errors() {
+        assert!(
+            Event::from_bytes(b"not json")
+                .unwrap_err()
+                .0
+                .starts_with("not a valid event")
+        );
+        let wrong = json!({"specversion": "0.3", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t"});
+        assert!(
+            Event::from_bytes(wrong.to_string().as_bytes())
+                .unwrap_err()
+                .0
+                .contains("specversion")
+        );
+        let odd = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r.*", "aaatenant": "t"});
+        assert!(
+            Event::from_bytes(odd.to_string().as_bytes())
+                .unwrap_err()
+                .0
+                .contains("invalid run id")
+        );
+    }
+
+    #[test]
+    fn fingerprints_ignore_key_order_but_not_values() {
+        let (t, r, c) = (
+            TenantId::default(),
+            RunId::new("r").unwrap(),
+            CallId::new("c").unwrap(),
+        );
+        let a = fingerprint(&t, &r, &c, "pay", &json!({"to": "x", "cents": 5}));
+        let b = fingerprint(&t, &r, &c, "pay", &json!({"cents": 5, "to": "x"}));
+        let other = fingerprint(&t, &r, &c, "pay", &json!({"cents": 6, "to": "x"}));
+        assert_eq!(a, b);
+        assert_ne!(a, other);
+        assert_eq!(a.len(), 64);
+    }
+}

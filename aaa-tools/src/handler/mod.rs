@@ -1,0 +1,286 @@
+//! [`ToolHandler`]: executes the tool calls requested on an engine.
+//!
+//! Per request, in this order:
+//!
+//! 1. the event is read (an unreadable one is terminated and, when its call can be
+//!    identified, answered with a `bad_request` failure);
+//! 2. the tool is looked up (`unknown_tool`, naming the closest tools);
+//! 3. the arguments are checked against the tool's schema (`bad_args`), including the
+//!    size limit;
+//! 4. the pre-call guardrails run (`policy`), then the run's budgets are counted;
+//! 5. a call that needs approval is recorded as pending, `aaa.approval.requested` is
+//!    published and the request is acknowledged: while it waits, it holds no pool
+//!    permit and no bus message;
+//! 6. the call waits for a permit of its pool, telling the bus it is in progress so the
+//!    request is not redelivered meanwhile, and runs under its timeout;
+//! 7. the post-call guardrails see the result;
+//! 8. the outcome fact is published (retried on transient errors), and only then is the
+//!    request acknowledged.
+//!
+//! Every request gets exactly one outcome fact (`aaa.tool.completed` or
+//! `aaa.tool.failed`): outcome facts carry a message id derived from the call, so a
+//! republished outcome within the bus's de-duplication window is dropped, and the run
+//! handle takes the first outcome of a call as its outcome.
+//!
+//! Without the guard, delivery is at least once: a request whose worker dies before it
+//! acknowledges is delivered again and its tool runs again.
+
+mod executor;
+mod policy;
+mod records;
+mod retry;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aaa_guard::{ConfigError, GuardConfig};
+
+pub(crate) use executor::Executor;
+pub use executor::HandlerHandle;
+pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
+pub use retry::RetryPolicy;
+
+use crate::bus::BusError;
+use crate::engine::Engine;
+use crate::error::DefinitionError;
+use crate::registry::ToolRegistry;
+use crate::tool::{DEFAULT_POOL, Tool};
+
+/// The size of the `default` pool unless set: 16 concurrent calls.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+
+/// The effective settings of one tool under one handler: the handler's defaults merged
+/// with the tool's own options.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolConfig {
+    /// The guard settings (with the tool's `delivery` and `guard(...)` applied).
+    pub guard: GuardConfig,
+    /// The timeout of one execution.
+    pub timeout: Duration,
+    /// The pool the tool runs in.
+    pub pool: String,
+    /// That pool's size.
+    pub pool_size: usize,
+    /// Whether each call waits for a human's approval.
+    pub requires_approval: bool,
+}
+
+/// A handler that cannot attach.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandlerError {
+    /// Two tools with one name across the handlers of an engine.
+    #[error(transparent)]
+    Definition(#[from] DefinitionError),
+    /// A tool's merged guard settings are invalid.
+    #[error("tool `{tool}`: {error}")]
+    Config {
+        /// The tool.
+        tool: String,
+        /// The invalid setting.
+        error: ConfigError,
+    },
+    /// A tool runs in a pool that has no size.
+    #[error(
+        "tool `{tool}` runs in pool `{pool}`, which has no size; declare it with `ToolHandler::pool(\"{pool}\", n)`"
+    )]
+    UnknownPool {
+        /// The tool.
+        tool: String,
+        /// The pool.
+        pool: String,
+    },
+    /// A setting out of bounds.
+    #[error("{0}")]
+    Invalid(String),
+    /// The bus refused a subscription.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+}
+
+/// Executes tool calls requested on an [`Engine`]: build it from a registry, set
+/// options, [`attach`](Self::attach) it.
+///
+/// ```
+/// use std::time::Duration;
+/// use aaa_tools::{Delivery, Engine, GuardConfig, GuardPolicy, RetryPolicy, ToolHandler, ToolRegistry, tool, tools};
+///
+/// /// Charge a card.
+/// #[tool(pool = "payments", delivery = "at_most_once")]
+/// async fn charge(cents: u64) -> String { format!("charged {cents}") }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let handler = ToolHandler::new(ToolRegistry::new(tools![charge])?)
+///     .pool("payments", 2)
+///     .guard(GuardConfig::default().with_max_attempts(5))
+///     .result_retry(RetryPolicy::default())
+///     .guards(GuardPolicy::new().max_calls_per_run(20))
+///     .approval_timeout(Duration::from_secs(600));
+///
+/// let config = handler.config_for(&charge::tool())?;
+/// assert_eq!(config.guard.delivery, Delivery::AtMostOnce);
+/// assert_eq!(config.pool_size, 2);
+///
+/// let engine = Engine::embedded();
+/// let worker = handler.attach(&engine).await?;
+/// worker.shutdown(Duration::from_secs(5)).await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ToolHandler {
+    pub(crate) registry: ToolRegistry,
+    pub(crate) pools: BTreeMap<String, usize>,
+    pub(crate) guard: GuardConfig,
+    pub(crate) result_retry: RetryPolicy,
+    pub(crate) guards: GuardPolicy,
+    pub(crate) approval_timeout: Duration,
+    pub(crate) ack_wait: Duration,
+    pub(crate) max_in_flight: usize,
+}
+
+impl ToolHandler {
+    /// A handler for the tools of `registry`, with default settings.
+    pub fn new(registry: ToolRegistry) -> Self {
+        let mut pools = BTreeMap::new();
+        pools.insert(DEFAULT_POOL.to_owned(), DEFAULT_POOL_SIZE);
+        ToolHandler {
+            registry,
+            pools,
+            guard: GuardConfig::default(),
+            result_retry: RetryPolicy::default(),
+            guards: GuardPolicy::default(),
+            approval_timeout: Duration::from_secs(15 * 60),
+            ack_wait: Duration::from_secs(30),
+            max_in_flight: 1024,
+        }
+    }
+
+    /// Declares pool `name` with room for `size` concurrent calls.
+    pub fn pool(mut self, name: impl Into<String>, size: usize) -> Self {
+        self.pools.insert(name.into(), size);
+        self
+    }
+
+    /// Declares several pools.
+    pub fn pools(mut self, pools: impl IntoIterator<Item = (impl Into<String>, usize)>) -> Self {
+        for (name, size) in pools {
+            self.pools.insert(name.into(), size);
+        }
+        self
+    }
+
+    /// The guard settings tools inherit.
+    pub fn guard(mut self, guard: GuardConfig) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// How outcome publishing is retried.
+    pub fn result_retry(mut self, retry: RetryPolicy) -> Self {
+        self.result_retry = retry;
+        self
+    }
+
+    /// Guardrails and budgets.
+    pub fn guards(mut self, guards: GuardPolicy) -> Self {
+        self.guards = guards;
+        self
+    }
+
+    /// How long a call waits for approval before it fails as `approval_timeout`
+    /// (default 15 minutes).
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.approval_timeout = timeout;
+        self
+    }
+
+    /// How long a delivered request may go without a sign of life before the bus
+    /// delivers it again (default 30 s; the handler reports progress every third of it).
+    pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
+        self.ack_wait = ack_wait;
+        self
+    }
+
+    /// How many requests this worker holds at once, running or waiting for a pool
+    /// permit (default 1024).
+    pub fn max_in_flight(mut self, max: usize) -> Self {
+        self.max_in_flight = max;
+        self
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The effective settings of `tool` under this handler, validated.
+    pub fn config_for(&self, tool: &Tool) -> Result<ToolConfig, HandlerError> {
+        let mut overrides = tool.guard_overrides().clone();
+        if let Some(delivery) = tool.delivery() {
+            overrides.delivery = Some(delivery);
+        }
+        let guard = self
+            .guard
+            .merged(&overrides)
+            .map_err(|error| HandlerError::Config {
+                tool: tool.name().to_owned(),
+                error,
+            })?;
+        let pool_size = *self
+            .pools
+            .get(tool.pool())
+            .ok_or_else(|| HandlerError::UnknownPool {
+                tool: tool.name().to_owned(),
+                pool: tool.pool().to_owned(),
+            })?;
+        Ok(ToolConfig {
+            guard,
+            timeout: tool.timeout(),
+            pool: tool.pool().to_owned(),
+            pool_size,
+            requires_approval: tool.requires_approval(),
+        })
+    }
+
+    fn validate(&self) -> Result<(), HandlerError> {
+        if let Some((name, _)) = self.pools.iter().find(|(_, size)| **size == 0) {
+            return Err(HandlerError::Invalid(format!(
+                "pool `{name}` has size 0; a pool needs room for one call"
+            )));
+        }
+        if self.ack_wait < Duration::from_millis(10) {
+            return Err(HandlerError::Invalid(
+                "`ack_wait` must be at least 10 ms".into(),
+            ));
+        }
+        if self.max_in_flight == 0 {
+            return Err(HandlerError::Invalid(
+                "`max_in_flight` must be at least 1".into(),
+            ));
+        }
+        self.guard
+            .validate()
+            .map_err(|error| HandlerError::Config {
+                tool: "(handler default)".into(),
+                error,
+            })?;
+        Ok(())
+    }
+
+    /// Starts executing this handler's tools on `engine`. The first handler attached to
+    /// an engine starts its executor; a later one adds its tools to it (a name already
+    /// served there is an error, never a silent override).
+    ///
+    /// Dropping every returned handle stops the executor at once, leaving unfinished
+    /// requests to be delivered again; [`HandlerHandle::shutdown`] stops gracefully.
+    pub async fn attach(self, engine: &Engine) -> Result<HandlerHandle, HandlerError> {
+        self.validate()?;
+        let mut entries = Vec::with_capacity(self.registry.len());
+        for tool in &self.registry {
+            entries.push((tool.clone(), self.config_for(tool)?));
+        }
+        Executor::attach(engine, Arc::new(self), entries).await
+    }
+}

@@ -1,0 +1,141 @@
+//! Pending approvals and run budgets, kept in the engine's [`KvStore`] so that any
+//! worker can continue a call and every worker counts against one budget.
+//!
+//! Keys: `approval.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aaa_guard::{KvStore, Revision, StoreError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::policy::GuardPolicy;
+use crate::ids::{CallId, RunId, TenantId};
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ApprovalState {
+    /// Asked, waiting for a human.
+    Pending,
+    /// Granted; the call runs (or ran and its outcome is being published).
+    Granted,
+    /// A grant that arrived before the request was seen.
+    EarlyGranted,
+    /// A denial that arrived before the request was seen.
+    EarlyDenied,
+    /// Settled: the outcome fact was published.
+    Done,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ApprovalRecord {
+    pub(crate) state: ApprovalState,
+    #[serde(default)]
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) arguments: Value,
+    #[serde(default)]
+    pub(crate) meta: Map<String, Value>,
+    #[serde(default)]
+    pub(crate) fingerprint: Option<String>,
+    /// Unix milliseconds after which a pending approval times out.
+    #[serde(default)]
+    pub(crate) deadline_ms: u64,
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    /// The signal event that granted the call (a redelivery of it may resume the call;
+    /// another grant may not run it twice).
+    #[serde(default)]
+    pub(crate) granted_by: Option<String>,
+}
+
+pub(crate) fn approval_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+    format!("approval.{tenant}.{run}.{call}")
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+pub(crate) fn deadline_ms(timeout: Duration) -> u64 {
+    now_ms().saturating_add(timeout.as_millis() as u64)
+}
+
+/// Reads a JSON record with its revision.
+pub(crate) async fn read<T: DeserializeOwned>(
+    store: &dyn KvStore,
+    key: &str,
+) -> Result<Option<(T, Revision)>, StoreError> {
+    match store.get(key).await? {
+        None => Ok(None),
+        Some(entry) => {
+            let value = serde_json::from_slice(&entry.value)
+                .map_err(|e| StoreError::Unavailable(format!("record {key} is unreadable: {e}")))?;
+            Ok(Some((value, entry.revision)))
+        }
+    }
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Calls counted for a run.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Budget {
+    total: u32,
+    per_tool: BTreeMap<String, u32>,
+}
+
+/// Counts one call of `tool` in the run against `policy`'s budgets: `Ok(None)` when
+/// admitted, `Ok(Some(reason))` when a budget is exhausted.
+pub(crate) async fn consume_budget(
+    store: &dyn KvStore,
+    policy: &GuardPolicy,
+    tenant: &TenantId,
+    run: &RunId,
+    tool: &str,
+) -> Result<Option<String>, StoreError> {
+    if !policy.has_budgets() {
+        return Ok(None);
+    }
+    let key = format!("budget.{tenant}.{run}");
+    loop {
+        let current: Option<(Budget, Revision)> = read(store, &key).await?;
+        let (mut budget, revision) = match current {
+            Some((b, r)) => (b, Some(r)),
+            None => (Budget::default(), None),
+        };
+        if let Some(limit) = policy.run_limit() {
+            if budget.total >= limit {
+                return Ok(Some(format!(
+                    "this run has used its budget of {limit} tool calls; finish without more calls"
+                )));
+            }
+        }
+        let used = budget.per_tool.get(tool).copied().unwrap_or(0);
+        if let Some(limit) = policy.tool_limit(tool) {
+            if used >= limit {
+                return Ok(Some(format!(
+                    "`{tool}` may be called at most {limit} times in this run; it has been"
+                )));
+            }
+        }
+        budget.total += 1;
+        budget.per_tool.insert(tool.to_owned(), used + 1);
+        let written = match revision {
+            Some(r) => store.update(&key, encode(&budget), r).await,
+            None => store.create(&key, encode(&budget)).await,
+        };
+        match written {
+            Ok(_) => return Ok(None),
+            Err(StoreError::Conflict { .. } | StoreError::Exists { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
