@@ -98,6 +98,20 @@ impl Engine {
         }
     }
 
+    /// A new engine over the same bus and store: another worker of the same system
+    /// (with its own executor).
+    pub fn sibling(&self) -> Engine {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        Engine {
+            inner: Arc::new(EngineInner {
+                bus: self.inner.bus.clone(),
+                store: self.inner.store.clone(),
+                source: format!("aaa-tools/engine/{}", &id[..12]),
+                executor: Mutex::new(Weak::new()),
+            }),
+        }
+    }
+
     /// The bus.
     pub fn bus(&self) -> &Arc<dyn Bus> {
         &self.inner.bus

@@ -72,7 +72,12 @@ async fn place_order(
         Destination::Address { street, .. } => street,
         Destination::Pickup { point_id } => format!("point {point_id}"),
     };
-    Ok(format!("{} lines to {to}, {:?}, {:?}", lines.len(), priority.is_some(), note))
+    Ok(format!(
+        "{} lines to {to}, {:?}, {:?}",
+        lines.len(),
+        priority.is_some(),
+        note
+    ))
 }
 
 /// Tag a document.
