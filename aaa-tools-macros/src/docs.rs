@@ -34,17 +34,17 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<(String, Span)> {
                 lit: Lit::Str(text),
                 ..
             }) = &nv.value
-            {
-                let value = text.value();
-                if value.trim().is_empty() {
-                    lines.push((String::new(), attr.span()));
-                    continue;
-                }
-                for line in value.lines() {
-                    let line = line.strip_prefix(' ').unwrap_or(line);
-                    lines.push((line.trim_end().to_owned(), attr.span()));
-                }
+        {
+            let value = text.value();
+            if value.trim().is_empty() {
+                lines.push((String::new(), attr.span()));
+                continue;
             }
+            for line in value.lines() {
+                let line = line.strip_prefix(' ').unwrap_or(line);
+                lines.push((line.trim_end().to_owned(), attr.span()));
+            }
+        }
     }
     lines
 }
@@ -123,12 +123,13 @@ pub(crate) fn read(attrs: &[Attribute]) -> Docs {
                 if let Some((name, text)) = argument_item(&line) {
                     arguments.push((name, text, span));
                 } else if let Some(last) = arguments.last_mut()
-                    && !trimmed.is_empty() {
-                        if !last.1.is_empty() {
-                            last.1.push(' ');
-                        }
-                        last.1.push_str(trimmed);
+                    && !trimmed.is_empty()
+                {
+                    if !last.1.is_empty() {
+                        last.1.push(' ');
                     }
+                    last.1.push_str(trimmed);
+                }
             }
             Some(_) => {}
         }

@@ -99,15 +99,16 @@ fn classify(ty: &Type) -> Result<ParamKind, syn::Error> {
         return Ok(ParamKind::Context);
     }
     if let Type::Reference(r) = ty
-        && is_named(&r.elem, "ToolContext") {
-            if r.mutability.is_some() {
-                return Err(syn::Error::new_spanned(
-                    ty,
-                    "take `&ToolContext` or `ToolContext`; `&mut ToolContext` is not supported",
-                ));
-            }
-            return Ok(ParamKind::ContextRef);
+        && is_named(&r.elem, "ToolContext")
+    {
+        if r.mutability.is_some() {
+            return Err(syn::Error::new_spanned(
+                ty,
+                "take `&ToolContext` or `ToolContext`; `&mut ToolContext` is not supported",
+            ));
         }
+        return Ok(ParamKind::ContextRef);
+    }
     if let Type::Reference(r) = ty {
         return Err(syn::Error::new_spanned(
             ty,
@@ -157,9 +158,10 @@ pub(crate) fn take_param_attrs(
                 ),
             };
             if let Some(parsed) = errors.handle(parsed)
-                && parsed.description.is_some() {
-                    args.description = parsed.description;
-                }
+                && parsed.description.is_some()
+            {
+                args.description = parsed.description;
+            }
         } else {
             kept.push(attr);
         }

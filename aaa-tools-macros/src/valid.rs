@@ -41,9 +41,10 @@ pub(crate) fn check_options(
         positive("timeout_s", timeout, errors);
     }
     if let Some(pool) = &args.pool
-        && pool.trim().is_empty() {
-            errors.push(darling::Error::custom("`pool` must not be empty").with_span(&pool.span()));
-        }
+        && pool.trim().is_empty()
+    {
+        errors.push(darling::Error::custom("`pool` must not be empty").with_span(&pool.span()));
+    }
     if let Some(guard) = &args.guard {
         check_guard(guard, errors);
     }
@@ -51,12 +52,12 @@ pub(crate) fn check_options(
 
 fn check_guard(guard: &GuardArgs, errors: &mut darling::error::Accumulator) {
     if let Some(max) = &guard.max_attempts
-        && **max < 1 {
-            errors.push(
-                darling::Error::custom("`max_attempts` must be >= 1 (got 0)")
-                    .with_span(&max.span()),
-            );
-        }
+        && **max < 1
+    {
+        errors.push(
+            darling::Error::custom("`max_attempts` must be >= 1 (got 0)").with_span(&max.span()),
+        );
+    }
     for (field, value) in [
         ("lease_ttl_s", &guard.lease_ttl_s),
         ("heartbeat_s", &guard.heartbeat_s),
@@ -67,12 +68,13 @@ fn check_guard(guard: &GuardArgs, errors: &mut darling::error::Accumulator) {
         }
     }
     if let (Some(heartbeat), Some(ttl)) = (&guard.heartbeat_s, &guard.lease_ttl_s)
-        && heartbeat.0 >= ttl.0 {
-            errors.push(
-                darling::Error::custom(format!("`heartbeat_s` must be < lease_ttl_s ({})", ttl.0))
-                    .with_span(&heartbeat.span()),
-            );
-        }
+        && heartbeat.0 >= ttl.0
+    {
+        errors.push(
+            darling::Error::custom(format!("`heartbeat_s` must be < lease_ttl_s ({})", ttl.0))
+                .with_span(&heartbeat.span()),
+        );
+    }
 }
 
 /// With `require_descriptions`, the tool and every model-visible parameter need words.
