@@ -14,7 +14,10 @@
 //!   [`GuardConfig::merged`] applies it and validates the result.
 //! - [`Delivery`]: `at_least_once` or `at_most_once`.
 //! - [`LostLease`]: what a worker does with a running tool whose lease it lost.
-//! - [`KvStore`] and [`MemoryKv`]: the record store with compare-and-set that guard
+//! - [`CallRecord`] and [`OnDelivery`]: the per-call state machine, as plain functions
+//!   (no bus, no runtime); [`LeaseWatch`]: lease lapse decided on the observer's own
+//!   monotonic clock.
+//! - [`GuardStore`] and [`MemoryStore`]: the record store with compare-and-set that guard
 //!   records, pending approvals and budgets live in.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
@@ -36,7 +39,11 @@
 //! ```
 
 mod config;
+mod lease;
+mod record;
 mod store;
 
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
-pub use store::{Entry, KvStore, MemoryKv, Revision, StoreError, StoreFuture, check_key};
+pub use lease::LeaseWatch;
+pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
+pub use store::{Entry, GuardStore, MemoryStore, Revision, StoreError, StoreFuture, check_key};

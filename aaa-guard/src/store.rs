@@ -1,10 +1,10 @@
-//! [`KvStore`]: the small record store the guard, approvals and budgets live in.
+//! [`GuardStore`]: the small record store the guard, approvals and budgets live in.
 //!
 //! Every state transition of a call is one atomic operation on one record:
 //! create-if-absent, compare-and-set on the record's revision, read, delete, list by
 //! key prefix. That is the whole contract, so it maps one to one onto JetStream KV
 //! (`create`, `update` with the expected revision, `get`, `delete`, `keys`) and onto the
-//! in-process [`MemoryKv`].
+//! in-process [`MemoryStore`].
 //!
 //! Revisions are opaque, strictly increasing per store, and change on every write. A
 //! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
@@ -63,7 +63,7 @@ pub struct Entry {
 ///
 /// Keys are `.`-separated tokens of `[A-Za-z0-9_-]` (valid NATS KV keys), such as
 /// `guard.default.run-1.call_7`.
-pub trait KvStore: Send + Sync + 'static {
+pub trait GuardStore: Send + Sync + 'static {
     /// Creates `key` if absent; [`StoreError::Exists`] otherwise.
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision>;
     /// Replaces `key` if its revision is still `expected`; [`StoreError::Conflict`]
@@ -82,7 +82,7 @@ pub trait KvStore: Send + Sync + 'static {
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>>;
 }
 
-impl<S: KvStore + ?Sized> KvStore for Arc<S> {
+impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
         (**self).create(key, value)
     }
@@ -105,7 +105,7 @@ impl<S: KvStore + ?Sized> KvStore for Arc<S> {
     }
 }
 
-impl<S: KvStore + ?Sized> KvStore for Box<S> {
+impl<S: GuardStore + ?Sized> GuardStore for Box<S> {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
         (**self).create(key, value)
     }
@@ -143,14 +143,14 @@ pub fn check_key(key: &str) -> Result<(), StoreError> {
     }
 }
 
-/// The in-process [`KvStore`]: a map behind a mutex. Clones share the same records, so
+/// The in-process [`GuardStore`]: a map behind a mutex. Clones share the same records, so
 /// several engines in one process (workers in tests) see one store.
 ///
 /// ```
-/// use aaa_guard::{KvStore, MemoryKv, StoreError};
+/// use aaa_guard::{GuardStore, MemoryStore, StoreError};
 ///
 /// # futures_lite_block_on(async {
-/// let kv = MemoryKv::new();
+/// let kv = MemoryStore::new();
 /// let rev = kv.create("a.b", b"1".to_vec()).await.unwrap();
 /// let rev2 = kv.update("a.b", b"2".to_vec(), rev).await.unwrap();
 /// assert!(matches!(kv.update("a.b", b"3".to_vec(), rev).await, Err(StoreError::Conflict { .. })));
@@ -164,7 +164,7 @@ pub fn check_key(key: &str) -> Result<(), StoreError> {
 /// # }
 /// ```
 #[derive(Clone, Default)]
-pub struct MemoryKv {
+pub struct MemoryStore {
     inner: Arc<Mutex<MemoryInner>>,
 }
 
@@ -174,7 +174,7 @@ struct MemoryInner {
     last_revision: Revision,
 }
 
-impl MemoryKv {
+impl MemoryStore {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -188,14 +188,16 @@ impl MemoryKv {
     }
 }
 
-impl std::fmt::Debug for MemoryKv {
+impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let len = self.with(|m| m.records.len());
-        f.debug_struct("MemoryKv").field("records", &len).finish()
+        f.debug_struct("MemoryStore")
+            .field("records", &len)
+            .finish()
     }
 }
 
-impl KvStore for MemoryKv {
+impl GuardStore for MemoryStore {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
         Box::pin(async move {
             check_key(key)?;

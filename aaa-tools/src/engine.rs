@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use aaa_guard::{KvStore, MemoryKv};
+use aaa_guard::{GuardStore, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value};
@@ -33,10 +33,16 @@ pub enum EngineError {
     /// A call was requested twice with one id in one handle's `call_all`.
     #[error("call id {0} appears twice in one turn")]
     DuplicateCall(CallId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] aaa_guard::StoreError),
+    /// The call is not in `outcome_unknown`.
+    #[error("call {0} is not in outcome_unknown")]
+    NotUnknown(CallId),
 }
 
 /// Durable, guarded tool execution: a cheap-to-clone handle over a [`Bus`] and a
-/// [`KvStore`].
+/// [`GuardStore`].
 ///
 /// The engine is where programs request tool calls ([`RunHandle`]) and where a
 /// [`ToolHandler`](crate::ToolHandler) attaches to execute them. One process can hold
@@ -65,7 +71,7 @@ pub struct Engine {
 
 pub(crate) struct EngineInner {
     pub(crate) bus: Arc<dyn Bus>,
-    pub(crate) store: Arc<dyn KvStore>,
+    pub(crate) store: Arc<dyn GuardStore>,
     pub(crate) source: String,
     pub(crate) executor: Mutex<Weak<Executor>>,
 }
@@ -79,14 +85,14 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// An engine on a fresh [`MemoryBus`] and [`MemoryKv`]: everything in this process.
+    /// An engine on a fresh [`MemoryBus`] and [`MemoryStore`]: everything in this process.
     pub fn embedded() -> Engine {
-        Engine::new(MemoryBus::new(), MemoryKv::new())
+        Engine::new(MemoryBus::new(), MemoryStore::new())
     }
 
     /// An engine over `bus` and `store`. Engines built over clones of one bus and one
     /// store act as separate workers of one system.
-    pub fn new(bus: impl Bus, store: impl KvStore) -> Engine {
+    pub fn new(bus: impl Bus, store: impl GuardStore) -> Engine {
         let id = uuid::Uuid::new_v4().simple().to_string();
         Engine {
             inner: Arc::new(EngineInner {
@@ -118,8 +124,17 @@ impl Engine {
     }
 
     /// The record store.
-    pub fn store(&self) -> &Arc<dyn KvStore> {
+    pub fn store(&self) -> &Arc<dyn GuardStore> {
         &self.inner.store
+    }
+
+    /// This engine's worker id, as it appears in guard records and facts.
+    pub fn worker_id(&self) -> &str {
+        self.inner
+            .source
+            .rsplit('/')
+            .next()
+            .unwrap_or(&self.inner.source)
     }
 
     /// The CloudEvents `source` this engine publishes as.

@@ -27,6 +27,11 @@
 //! | `aaa.approval.requested` | `{call_id, name, arguments, fingerprint, reason?}` |
 //! | `aaa.approval.granted` | `{call_id, fingerprint?, approver?}` |
 //! | `aaa.approval.denied` | `{call_id, reason?, fingerprint?, approver?}` |
+//! | `aaa.guard.attempt_started` | `{call_id, name, attempt, worker}` |
+//! | `aaa.guard.taken_over` | `{call_id, name, attempt, worker, previous_attempt, previous_worker}` |
+//! | `aaa.guard.lease_lost` | `{call_id, name, attempt, worker}` |
+//! | `aaa.tool.stale_result` | `{call_id, name, attempt, current_attempt}`: a result from a superseded attempt, dropped |
+//! | `aaa.tool.resolved` | `{call_id, name, outcome, result?, message?, resolved_by}`: an operator settled an `outcome_unknown` call |
 //!
 //! On a bus, an event travels on the subject `aaa.<tenant>.<run>.<type without
 //! "aaa.">`, e.g. `aaa.default.run-1.tool.completed`, so a run's facts can be read back
@@ -57,6 +62,16 @@ pub const APPROVAL_REQUESTED: &str = "aaa.approval.requested";
 pub const APPROVAL_GRANTED: &str = "aaa.approval.granted";
 /// `aaa.approval.denied`.
 pub const APPROVAL_DENIED: &str = "aaa.approval.denied";
+/// `aaa.guard.attempt_started`.
+pub const ATTEMPT_STARTED: &str = "aaa.guard.attempt_started";
+/// `aaa.guard.taken_over`.
+pub const TAKEN_OVER: &str = "aaa.guard.taken_over";
+/// `aaa.guard.lease_lost`.
+pub const LEASE_LOST: &str = "aaa.guard.lease_lost";
+/// `aaa.tool.stale_result`.
+pub const STALE_RESULT: &str = "aaa.tool.stale_result";
+/// `aaa.tool.resolved`.
+pub const TOOL_RESOLVED: &str = "aaa.tool.resolved";
 
 /// A CloudEvents 1.0 event (see the [module docs](self) for the wire format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -325,6 +340,61 @@ impl ApprovalDecision {
         self.approver = Some(approver.into());
         self
     }
+}
+
+/// `data` of the guard's facts about attempts (`aaa.guard.attempt_started`,
+/// `aaa.guard.taken_over`, `aaa.guard.lease_lost`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AttemptFact {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// The attempt (the fence).
+    pub attempt: u32,
+    /// The worker running it.
+    pub worker: String,
+    /// For a takeover: the attempt that was lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_attempt: Option<u32>,
+    /// For a takeover: the worker that lost it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_worker: Option<String>,
+}
+
+/// `data` of `aaa.tool.stale_result`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StaleResult {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// The superseded attempt whose result was dropped.
+    pub attempt: u32,
+    /// The attempt that holds the call now.
+    pub current_attempt: u32,
+}
+
+/// `data` of `aaa.tool.resolved`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Resolved {
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// `"completed"` or `"failed"`.
+    pub outcome: String,
+    /// The result, when completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// What happened, when failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Who resolved it.
+    pub resolved_by: String,
 }
 
 /// The fingerprint binding an approval to a call: SHA-256 over the tenant, run, call id,

@@ -69,6 +69,7 @@ pub mod event;
 pub mod export;
 mod handler;
 mod ids;
+mod operator;
 mod output;
 mod registry;
 mod schema;
@@ -82,7 +83,7 @@ pub use aaa_guard::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLeas
 #[doc(inline)]
 pub use aaa_tools_macros::tool;
 
-pub use aaa_guard::{KvStore, MemoryKv};
+pub use aaa_guard::{GuardStore, MemoryStore};
 pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
 pub use context::{State, ToolContext, ToolContextBuilder};
 pub use engine::{Engine, EngineError, Outcome, RunHandle, ToolCall, new_call_id, new_run_id};
@@ -93,6 +94,7 @@ pub use handler::{
     RetryPolicy, ToolConfig, ToolHandler,
 };
 pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
+pub use operator::{Resolution, UnknownCall};
 pub use output::ToolOutput;
 pub use registry::{RegistryCallError, ToolRegistry, ToolRegistryBuilder};
 pub use schema::ParamSpec;

@@ -7,8 +7,9 @@ use std::time::Duration;
 use aaa_tools::bus::{Bus, MemoryBus};
 use aaa_tools::event::{self, APPROVAL_REQUESTED, ApprovalRequested, Event};
 use aaa_tools::{
-    ApprovalDecision, CallId, Engine, FailureKind, GuardPolicy, MemoryKv, Outcome, PostCall, PreCall, RunHandle, RunId,
-    State, TenantId, ToolCall, ToolContext, ToolError, ToolHandler, ToolRegistry, tool, tools,
+    ApprovalDecision, CallId, Engine, FailureKind, GuardPolicy, MemoryStore, Outcome, PostCall,
+    PreCall, RunHandle, RunId, State, TenantId, ToolCall, ToolContext, ToolError, ToolHandler,
+    ToolRegistry, tool, tools,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -96,7 +97,9 @@ async fn delegate(ctx: ToolContext, depth: u32) -> Result<String, ToolError> {
     if depth == 0 {
         return Ok("bottom".into());
     }
-    let outcome = ctx.call_child("delegate", json!({ "depth": depth - 1 })).await?;
+    let outcome = ctx
+        .call_child("delegate", json!({ "depth": depth - 1 }))
+        .await?;
     Ok(format!("{depth}>{}", outcome.for_model()))
 }
 
@@ -128,7 +131,10 @@ struct World {
 
 fn registry(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolRegistry {
     ToolRegistry::builder()
-        .tools(tools![add, whoami, refuse, broken, explode, slow, slow_sync, pay, echo_after, hold, delegate, secret])
+        .tools(tools![
+            add, whoami, refuse, broken, explode, slow, slow_sync, pay, echo_after, hold, delegate,
+            secret
+        ])
         .state_arc(seen.clone())
         .state_arc(gate.clone())
         .max_args_bytes(1024)
@@ -142,10 +148,14 @@ fn handler(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolHandler {
         .approval_timeout(Duration::from_secs(3600))
         .guards(
             GuardPolicy::new()
-                .before(|call| match call.arguments.get("a").and_then(Value::as_i64) {
-                    Some(13) => PreCall::Reject("13 is not allowed here; pick another number".into()),
-                    _ => PreCall::Allow,
-                })
+                .before(
+                    |call| match call.arguments.get("a").and_then(Value::as_i64) {
+                        Some(13) => {
+                            PreCall::Reject("13 is not allowed here; pick another number".into())
+                        }
+                        _ => PreCall::Allow,
+                    },
+                )
                 .after(|call, result| match (call.tool.as_str(), result) {
                     ("secret", Value::String(text)) if text.contains("token=") => {
                         PostCall::Redact(json!("token=[redacted]"))
@@ -163,11 +173,18 @@ async fn world() -> World {
     let gate = Arc::new(Gate::default());
     let engine = Engine::embedded();
     let worker = handler(&seen, &gate).attach(&engine).await.unwrap();
-    World { engine, seen, gate, _worker: worker }
+    World {
+        engine,
+        seen,
+        gate,
+        _worker: worker,
+    }
 }
 
 fn failure(outcome: &Outcome) -> (FailureKind, &str) {
-    let f = outcome.failure().unwrap_or_else(|| panic!("expected a failure, got {outcome:?}"));
+    let f = outcome
+        .failure()
+        .unwrap_or_else(|| panic!("expected a failure, got {outcome:?}"));
     (f.kind, f.message.as_str())
 }
 
@@ -185,14 +202,18 @@ async fn next_approval(run: &RunHandle) -> ApprovalRequested {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_completes_and_reads_its_context() {
     let w = world().await;
-    let run = w.engine.run_for(TenantId::new("acme").unwrap(), RunId::new("run-1").unwrap());
+    let run = w
+        .engine
+        .run_for(TenantId::new("acme").unwrap(), RunId::new("run-1").unwrap());
     let outcome = run.call("add", json!({"a": 2, "b": 3})).await.unwrap();
     assert_eq!(outcome.result(), Some(&json!(5)));
     assert_eq!(outcome.for_model(), "5");
 
     let mut meta = serde_json::Map::new();
     meta.insert("user".into(), json!("ada"));
-    let call = ToolCall::new("whoami", json!({})).with_id(CallId::new("call_7").unwrap()).with_meta(meta);
+    let call = ToolCall::new("whoami", json!({}))
+        .with_id(CallId::new("call_7").unwrap())
+        .with_meta(meta);
     let outcome = run.call_all(vec![call]).await.unwrap().remove(0);
     assert_eq!(
         outcome.result().unwrap(),
@@ -205,28 +226,86 @@ async fn every_failure_is_a_fact_with_a_kind() {
     let w = world().await;
     let run = w.engine.new_run();
     let cases: Vec<(&str, Value, FailureKind, &str)> = vec![
-        ("add", json!({"a": "two", "b": 3}), FailureKind::BadArgs, "a: expected integer; got string \"two\""),
-        ("add", json!("{\"a\": 1, "), FailureKind::BadArgs, "are not valid JSON"),
-        ("add", json!({"a": 1, "b": 2, "c": 3}), FailureKind::BadArgs, "unknown argument `c`"),
-        ("add", json!({"a": 1, "b": 2, "pad": "x".repeat(2000)}), FailureKind::BadArgs, "the limit is 1024 bytes"),
-        ("ad", json!({}), FailureKind::UnknownTool, "did you mean `add`?"),
-        ("refuse", json!({"reason": "the city is closed"}), FailureKind::Error, "the city is closed"),
-        ("broken", json!({}), FailureKind::Error, ToolError::INTERNAL_MESSAGE),
+        (
+            "add",
+            json!({"a": "two", "b": 3}),
+            FailureKind::BadArgs,
+            "a: expected integer; got string \"two\"",
+        ),
+        (
+            "add",
+            json!("{\"a\": 1, "),
+            FailureKind::BadArgs,
+            "are not valid JSON",
+        ),
+        (
+            "add",
+            json!({"a": 1, "b": 2, "c": 3}),
+            FailureKind::BadArgs,
+            "unknown argument `c`",
+        ),
+        (
+            "add",
+            json!({"a": 1, "b": 2, "pad": "x".repeat(2000)}),
+            FailureKind::BadArgs,
+            "the limit is 1024 bytes",
+        ),
+        (
+            "ad",
+            json!({}),
+            FailureKind::UnknownTool,
+            "did you mean `add`?",
+        ),
+        (
+            "refuse",
+            json!({"reason": "the city is closed"}),
+            FailureKind::Error,
+            "the city is closed",
+        ),
+        (
+            "broken",
+            json!({}),
+            FailureKind::Error,
+            ToolError::INTERNAL_MESSAGE,
+        ),
         ("explode", json!({}), FailureKind::Panic, "kaboom"),
-        ("add", json!({"a": 13, "b": 1}), FailureKind::Policy, "13 is not allowed here"),
-        ("add", json!({"a": 600, "b": 66}), FailureKind::Policy, "that number is withheld"),
+        (
+            "add",
+            json!({"a": 13, "b": 1}),
+            FailureKind::Policy,
+            "13 is not allowed here",
+        ),
+        (
+            "add",
+            json!({"a": 600, "b": 66}),
+            FailureKind::Policy,
+            "that number is withheld",
+        ),
     ];
     for (name, args, kind, text) in cases {
         let outcome = run.call(name, args.clone()).await.unwrap();
         let (got_kind, message) = failure(&outcome);
         assert_eq!(got_kind, kind, "{name} {args}: {message}");
-        assert!(message.contains(text), "{name} {args}: {message:?} should contain {text:?}");
+        assert!(
+            message.contains(text),
+            "{name} {args}: {message:?} should contain {text:?}"
+        );
     }
     // Arguments sent as a JSON string, as providers send them, work.
     let outcome = run.call("secret", json!("{}")).await.unwrap();
-    assert_eq!(outcome.result(), Some(&json!("token=[redacted]")), "post-call guardrails redact");
+    assert_eq!(
+        outcome.result(),
+        Some(&json!("token=[redacted]")),
+        "post-call guardrails redact"
+    );
     // The worker survived the panic.
-    assert_eq!(run.call("echo_after", json!({"text": "alive", "millis": 0})).await.unwrap().for_model(), "alive");
+    assert_eq!(
+        run.call("echo_after", json!({"text": "alive", "millis": 0}))
+            .await
+            .unwrap()
+            .for_model(),
+        "alive"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -234,13 +313,20 @@ async fn timeouts_cancel_async_tools_and_discard_sync_results() {
     let w = world().await;
     let run = w.engine.new_run();
     let outcome = run.call("slow", json!({})).await.unwrap();
-    assert_eq!(failure(&outcome), (FailureKind::Timeout, "the tool did not finish within 0.2 s and was stopped"));
+    assert_eq!(
+        failure(&outcome),
+        (
+            FailureKind::Timeout,
+            "the tool did not finish within 0.2 s and was stopped"
+        )
+    );
     let outcome = run.call("slow_sync", json!({})).await.unwrap();
     assert_eq!(failure(&outcome).0, FailureKind::Timeout);
     // The sync tool's thread still finishes, but its result is not the outcome.
     let mut facts = run.facts().await.unwrap();
     let mut outcomes = 0;
-    while let Ok(Some(fact)) = tokio::time::timeout(Duration::from_millis(500), facts.next()).await {
+    while let Ok(Some(fact)) = tokio::time::timeout(Duration::from_millis(500), facts.next()).await
+    {
         let fact = fact.unwrap();
         if fact.kind == event::TOOL_COMPLETED || fact.kind == event::TOOL_FAILED {
             outcomes += 1;
@@ -272,26 +358,49 @@ async fn a_turn_returns_outcomes_in_call_order() {
 async fn approval_granted_runs_once_and_denied_tells_the_model_why() {
     let w = world().await;
     let run = w.engine.new_run();
-    let call_id = run.request("pay", json!({"to": "bob", "cents": 500})).await.unwrap();
+    let call_id = run
+        .request("pay", json!({"to": "bob", "cents": 500}))
+        .await
+        .unwrap();
     let asked = next_approval(&run).await;
-    assert_eq!((asked.call_id.clone(), asked.name.as_str()), (call_id.clone(), "pay"));
+    assert_eq!(
+        (asked.call_id.clone(), asked.name.as_str()),
+        (call_id.clone(), "pay")
+    );
     assert_eq!(asked.arguments, json!({"to": "bob", "cents": 500}));
     // A grant for other arguments does not approve this call.
-    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint("0".repeat(64))).await.unwrap();
-    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(asked.fingerprint.clone())).await.unwrap();
+    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint("0".repeat(64)))
+        .await
+        .unwrap();
+    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(asked.fingerprint.clone()))
+        .await
+        .unwrap();
     let outcome = run.outcome(&call_id).await.unwrap();
     assert_eq!(outcome.for_model(), "paid 500 to bob");
     // A second grant does not run it again.
-    run.grant(ApprovalDecision::new(call_id.clone())).await.unwrap();
+    run.grant(ApprovalDecision::new(call_id.clone()))
+        .await
+        .unwrap();
     let probe = run.call("add", json!({"a": 2, "b": 2})).await.unwrap();
     assert_eq!(probe.result(), Some(&json!(4)));
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 1);
 
-    let denied = run.request("pay", json!({"to": "eve", "cents": 1})).await.unwrap();
+    let denied = run
+        .request("pay", json!({"to": "eve", "cents": 1}))
+        .await
+        .unwrap();
     next_approval(&run).await;
-    run.deny(ApprovalDecision::new(denied.clone()).with_reason("eve is not a known payee")).await.unwrap();
+    run.deny(ApprovalDecision::new(denied.clone()).with_reason("eve is not a known payee"))
+        .await
+        .unwrap();
     let outcome = run.outcome(&denied).await.unwrap();
-    assert_eq!(failure(&outcome), (FailureKind::Denied, "a human denied this call: eve is not a known payee"));
+    assert_eq!(
+        failure(&outcome),
+        (
+            FailureKind::Denied,
+            "a human denied this call: eve is not a known payee"
+        )
+    );
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 1);
 }
 
@@ -300,14 +409,22 @@ async fn a_pending_approval_holds_no_pool_slot() {
     let w = world().await;
     let run = w.engine.new_run();
     // `pay` and `hold` share pool `solo` of size 1.
-    let pending = run.request("pay", json!({"to": "bob", "cents": 5})).await.unwrap();
+    let pending = run
+        .request("pay", json!({"to": "bob", "cents": 5}))
+        .await
+        .unwrap();
     next_approval(&run).await;
     let holding = run.request("hold", json!({})).await.unwrap();
     w.gate.entered.notified().await;
     w.gate.release.notify_one();
     assert_eq!(run.outcome(&holding).await.unwrap().for_model(), "released");
-    run.grant(ApprovalDecision::new(pending.clone())).await.unwrap();
-    assert_eq!(run.outcome(&pending).await.unwrap().for_model(), "paid 5 to bob");
+    run.grant(ApprovalDecision::new(pending.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        run.outcome(&pending).await.unwrap().for_model(),
+        "paid 5 to bob"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -315,9 +432,16 @@ async fn approvals_time_out() {
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
     let engine = Engine::embedded();
-    let _worker = handler(&seen, &gate).approval_timeout(Duration::from_millis(100)).attach(&engine).await.unwrap();
+    let _worker = handler(&seen, &gate)
+        .approval_timeout(Duration::from_millis(100))
+        .attach(&engine)
+        .await
+        .unwrap();
     let run = engine.new_run();
-    let outcome = run.call("pay", json!({"to": "bob", "cents": 5})).await.unwrap();
+    let outcome = run
+        .call("pay", json!({"to": "bob", "cents": 5}))
+        .await
+        .unwrap();
     assert_eq!(failure(&outcome).0, FailureKind::ApprovalTimeout);
     assert_eq!(seen.paid.load(Ordering::SeqCst), 0);
 }
@@ -325,7 +449,7 @@ async fn approvals_time_out() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
     let bus = MemoryBus::new();
-    let store = MemoryKv::new();
+    let store = MemoryStore::new();
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
 
@@ -333,21 +457,36 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
     let first = Engine::new(bus.clone(), store.clone());
     let worker = handler(&seen, &gate).attach(&first).await.unwrap();
     let run = first.new_run();
-    let call_id = run.request("pay", json!({"to": "bob", "cents": 7})).await.unwrap();
+    let call_id = run
+        .request("pay", json!({"to": "bob", "cents": 7}))
+        .await
+        .unwrap();
     next_approval(&run).await;
     worker.shutdown(Duration::from_secs(1)).await;
 
     // The grant arrives while no worker is alive; a new worker runs the call once.
-    run.grant(ApprovalDecision::new(call_id.clone())).await.unwrap();
+    run.grant(ApprovalDecision::new(call_id.clone()))
+        .await
+        .unwrap();
     let second = Engine::new(bus.clone(), store.clone());
     let _worker = handler(&seen, &gate).attach(&second).await.unwrap();
-    assert_eq!(run.outcome(&call_id).await.unwrap().for_model(), "paid 7 to bob");
+    assert_eq!(
+        run.outcome(&call_id).await.unwrap().for_model(),
+        "paid 7 to bob"
+    );
 
     // A grant sent before the request was ever handled also counts, once.
     let early = CallId::new("call-early").unwrap();
-    run.grant(ApprovalDecision::new(early.clone())).await.unwrap();
-    run.request_call(ToolCall::new("pay", json!({"to": "amy", "cents": 1})).with_id(early.clone())).await.unwrap();
-    assert_eq!(run.outcome(&early).await.unwrap().for_model(), "paid 1 to amy");
+    run.grant(ApprovalDecision::new(early.clone()))
+        .await
+        .unwrap();
+    run.request_call(ToolCall::new("pay", json!({"to": "amy", "cents": 1})).with_id(early.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        run.outcome(&early).await.unwrap().for_model(),
+        "paid 1 to amy"
+    );
     assert_eq!(seen.paid.load(Ordering::SeqCst), 2);
 }
 
@@ -355,17 +494,34 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
 async fn one_tenant_cannot_approve_another_tenants_call() {
     let w = world().await;
     let run_id = RunId::new("shared-run-name").unwrap();
-    let victim = w.engine.run_for(TenantId::new("acme").unwrap(), run_id.clone());
+    let victim = w
+        .engine
+        .run_for(TenantId::new("acme").unwrap(), run_id.clone());
     let intruder = w.engine.run_for(TenantId::new("mallory").unwrap(), run_id);
-    let call_id = victim.request("pay", json!({"to": "bob", "cents": 9})).await.unwrap();
+    let call_id = victim
+        .request("pay", json!({"to": "bob", "cents": 9}))
+        .await
+        .unwrap();
     let asked = next_approval(&victim).await;
-    intruder.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(asked.fingerprint)).await.unwrap();
+    intruder
+        .grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(asked.fingerprint))
+        .await
+        .unwrap();
     // The victim's call is still pending: a probe call in the victim's run completes first.
-    let probe = victim.call("echo_after", json!({"text": "probe", "millis": 0})).await.unwrap();
+    let probe = victim
+        .call("echo_after", json!({"text": "probe", "millis": 0}))
+        .await
+        .unwrap();
     assert_eq!(probe.for_model(), "probe");
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 0);
-    victim.deny(ApprovalDecision::new(call_id.clone())).await.unwrap();
-    assert_eq!(failure(&victim.outcome(&call_id).await.unwrap()).0, FailureKind::Denied);
+    victim
+        .deny(ApprovalDecision::new(call_id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        failure(&victim.outcome(&call_id).await.unwrap()).0,
+        FailureKind::Denied
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -375,8 +531,20 @@ async fn a_full_pool_does_not_block_other_pools() {
     let holding = run.request("hold", json!({})).await.unwrap();
     w.gate.entered.notified().await;
     // `solo` is full; the default pool still serves.
-    assert_eq!(run.call("add", json!({"a": 20, "b": 1})).await.unwrap().result(), Some(&json!(21)));
-    assert_eq!(run.call("echo_after", json!({"text": "free", "millis": 0})).await.unwrap().for_model(), "free");
+    assert_eq!(
+        run.call("add", json!({"a": 20, "b": 1}))
+            .await
+            .unwrap()
+            .result(),
+        Some(&json!(21))
+    );
+    assert_eq!(
+        run.call("echo_after", json!({"text": "free", "millis": 0}))
+            .await
+            .unwrap()
+            .for_model(),
+        "free"
+    );
     w.gate.release.notify_one();
     run.outcome(&holding).await.unwrap();
 }
@@ -384,7 +552,12 @@ async fn a_full_pool_does_not_block_other_pools() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delegation_chain_deeper_than_its_pool_completes() {
     let w = world().await;
-    let outcome = w.engine.new_run().call("delegate", json!({"depth": 3})).await.unwrap();
+    let outcome = w
+        .engine
+        .new_run()
+        .call("delegate", json!({"depth": 3}))
+        .await
+        .unwrap();
     assert_eq!(outcome.for_model(), "3>2>1>bottom");
 }
 
@@ -392,48 +565,106 @@ async fn a_delegation_chain_deeper_than_its_pool_completes() {
 async fn budgets_limit_calls_per_run_and_per_tool() {
     let engine = Engine::embedded();
     let registry = ToolRegistry::new(tools![echo_after, secret]).unwrap();
-    let policy = GuardPolicy::new().max_calls_per_run(3).max_calls_per_tool("secret", 1);
-    let _worker = ToolHandler::new(registry).guards(policy).attach(&engine).await.unwrap();
+    let policy = GuardPolicy::new()
+        .max_calls_per_run(3)
+        .max_calls_per_tool("secret", 1);
+    let _worker = ToolHandler::new(registry)
+        .guards(policy)
+        .attach(&engine)
+        .await
+        .unwrap();
     let run = engine.new_run();
     assert!(run.call("secret", json!({})).await.unwrap().is_ok());
     let second = run.call("secret", json!({})).await.unwrap();
-    assert_eq!(failure(&second), (FailureKind::Policy, "`secret` may be called at most 1 times in this run; it has been"));
+    assert_eq!(
+        failure(&second),
+        (
+            FailureKind::Policy,
+            "`secret` may be called at most 1 times in this run; it has been"
+        )
+    );
     // The refused call did not count: two more fit in the run's budget of three.
-    assert!(run.call("echo_after", json!({"text": "a", "millis": 0})).await.unwrap().is_ok());
-    assert!(run.call("echo_after", json!({"text": "b", "millis": 0})).await.unwrap().is_ok());
-    let over = run.call("echo_after", json!({"text": "c", "millis": 0})).await.unwrap();
+    assert!(
+        run.call("echo_after", json!({"text": "a", "millis": 0}))
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    assert!(
+        run.call("echo_after", json!({"text": "b", "millis": 0}))
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    let over = run
+        .call("echo_after", json!({"text": "c", "millis": 0}))
+        .await
+        .unwrap();
     assert_eq!(failure(&over).0, FailureKind::Policy);
     // Another run has its own budget.
-    assert!(engine.new_run().call("secret", json!({})).await.unwrap().is_ok());
+    assert!(
+        engine
+            .new_run()
+            .call("secret", json!({}))
+            .await
+            .unwrap()
+            .is_ok()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_request_lost_with_its_worker_is_delivered_to_the_next() {
     let bus = MemoryBus::new();
-    let store = MemoryKv::new();
+    let store = MemoryStore::new();
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
+    let short_lease = || {
+        aaa_tools::GuardConfig::default()
+            .with_lease_ttl_s(0.2)
+            .with_wait_poll_s(0.02)
+    };
     let first = Engine::new(bus.clone(), store.clone());
-    let worker = handler(&seen, &gate).attach(&first).await.unwrap();
+    let worker = handler(&seen, &gate)
+        .guard(short_lease())
+        .attach(&first)
+        .await
+        .unwrap();
     let run = first.new_run();
     let call_id = run.request("hold", json!({})).await.unwrap();
     gate.entered.notified().await;
     drop(worker); // the worker dies mid-call, without acking
 
     let second = Engine::new(bus.clone(), store.clone());
-    let _worker = handler(&seen, &gate).attach(&second).await.unwrap();
-    gate.entered.notified().await; // delivered again, running on the second worker
+    let _worker = handler(&seen, &gate)
+        .guard(short_lease())
+        .attach(&second)
+        .await
+        .unwrap();
+    gate.entered.notified().await; // delivered again, taken over by the second worker
     gate.release.notify_one();
-    assert_eq!(run.outcome(&call_id).await.unwrap().for_model(), "released");
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(outcome.for_model(), "released");
+    let Outcome::Completed(completed) = outcome else {
+        unreachable!()
+    };
+    assert_eq!(completed.attempt, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_lets_running_calls_finish_and_leaves_the_rest() {
     let w = world().await;
     let run = w.engine.new_run();
-    let running = run.request("echo_after", json!({"text": "finished", "millis": 100})).await.unwrap();
+    let running = run
+        .request("echo_after", json!({"text": "finished", "millis": 100}))
+        .await
+        .unwrap();
     // Wait until it is running: its outcome is not there, but a fast call's is.
-    assert!(run.call("echo_after", json!({"text": "x", "millis": 0})).await.unwrap().is_ok());
+    assert!(
+        run.call("echo_after", json!({"text": "x", "millis": 0}))
+            .await
+            .unwrap()
+            .is_ok()
+    );
     w._worker.clone().shutdown(Duration::from_secs(5)).await;
     assert_eq!(run.outcome(&running).await.unwrap().for_model(), "finished");
 
@@ -442,18 +673,37 @@ async fn shutdown_lets_running_calls_finish_and_leaves_the_rest() {
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
     let other = w.engine.sibling();
-    let _worker = ToolHandler::new(registry(&seen, &gate)).pool("solo", 1).attach(&other).await.unwrap();
-    assert_eq!(run.outcome(&waiting).await.unwrap().result(), Some(&json!(2)));
+    let _worker = ToolHandler::new(registry(&seen, &gate))
+        .pool("solo", 1)
+        .attach(&other)
+        .await
+        .unwrap();
+    assert_eq!(
+        run.outcome(&waiting).await.unwrap().result(),
+        Some(&json!(2))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn handlers_on_one_engine_merge_their_tools() {
     let engine = Engine::embedded();
-    let a = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap()).attach(&engine).await.unwrap();
-    let _b = ToolHandler::new(ToolRegistry::new(tools![secret]).unwrap()).attach(&engine).await.unwrap();
+    let a = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap())
+        .attach(&engine)
+        .await
+        .unwrap();
+    let _b = ToolHandler::new(ToolRegistry::new(tools![secret]).unwrap())
+        .attach(&engine)
+        .await
+        .unwrap();
     assert_eq!(a.tools(), ["add", "secret"]);
-    let err = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap()).attach(&engine).await.unwrap_err();
-    assert_eq!(err.to_string(), "two tools are named `add` (registered at positions 0 and 2)");
+    let err = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap())
+        .attach(&engine)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "two tools are named `add` (registered at positions 0 and 2)"
+    );
     let run = engine.new_run();
     assert!(run.call("secret", json!({})).await.unwrap().is_ok());
 }
@@ -464,15 +714,36 @@ async fn unreadable_requests_are_answered_or_dropped_never_fatal() {
     let run = w.engine.new_run();
     let subject = event::subject(run.tenant(), run.run_id(), event::TOOL_REQUESTED);
     // Not JSON at all: dropped (nothing to answer).
-    w.engine.bus().publish(&subject, b"\xff not json".to_vec(), None).await.unwrap();
+    w.engine
+        .bus()
+        .publish(&subject, b"\xff not json".to_vec(), None)
+        .await
+        .unwrap();
     // An event whose data does not parse but whose call can be identified: answered.
-    let mut broken = Event::new(event::TOOL_REQUESTED, "test", run.tenant(), run.run_id(), None, json!({"call_id": "call_x", "name": 5}));
+    let mut broken = Event::new(
+        event::TOOL_REQUESTED,
+        "test",
+        run.tenant(),
+        run.run_id(),
+        None,
+        json!({"call_id": "call_x", "name": 5}),
+    );
     broken.data["call_id"] = json!("call_x");
-    w.engine.bus().publish(&subject, broken.to_bytes(), None).await.unwrap();
+    w.engine
+        .bus()
+        .publish(&subject, broken.to_bytes(), None)
+        .await
+        .unwrap();
     let outcome = run.outcome(&CallId::new("call_x").unwrap()).await.unwrap();
     assert_eq!(failure(&outcome).0, FailureKind::BadRequest);
     // The worker goes on.
-    assert_eq!(run.call("add", json!({"a": 2, "b": 5})).await.unwrap().result(), Some(&json!(7)));
+    assert_eq!(
+        run.call("add", json!({"a": 2, "b": 5}))
+            .await
+            .unwrap()
+            .result(),
+        Some(&json!(7))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -483,7 +754,16 @@ async fn the_config_shows_the_effective_settings() {
     let pay = h.config_for(&pay::tool()).unwrap();
     assert!(pay.requires_approval);
     assert_eq!((pay.pool.as_str(), pay.pool_size), ("solo", 1));
-    let plain = ToolHandler::new(ToolRegistry::builder().tool(hold::tool()).state(Gate::default()).build().unwrap());
+    let plain = ToolHandler::new(
+        ToolRegistry::builder()
+            .tool(hold::tool())
+            .state(Gate::default())
+            .build()
+            .unwrap(),
+    );
     let err = plain.config_for(&hold::tool()).unwrap_err();
-    assert!(err.to_string().contains("pool `solo`, which has no size"), "{err}");
+    assert!(
+        err.to_string().contains("pool `solo`, which has no size"),
+        "{err}"
+    );
 }

@@ -25,7 +25,10 @@
 //! Without the guard, delivery is at least once: a request whose worker dies before it
 //! acknowledges is delivered again and its tool runs again.
 
+mod approval;
+mod call;
 mod executor;
+mod guarded;
 mod policy;
 mod records;
 mod retry;
@@ -38,6 +41,7 @@ use aaa_guard::{ConfigError, GuardConfig};
 
 pub(crate) use executor::Executor;
 pub use executor::HandlerHandle;
+pub(crate) use guarded::{guard_key, read_record, write_record};
 pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
 pub use retry::RetryPolicy;
 

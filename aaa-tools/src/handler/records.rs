@@ -1,4 +1,4 @@
-//! Pending approvals and run budgets, kept in the engine's [`KvStore`] so that any
+//! Pending approvals and run budgets, kept in the engine's [`GuardStore`] so that any
 //! worker can continue a call and every worker counts against one budget.
 //!
 //! Keys: `approval.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aaa_guard::{KvStore, Revision, StoreError};
+use aaa_guard::{GuardStore, Revision, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -68,7 +68,7 @@ pub(crate) fn deadline_ms(timeout: Duration) -> u64 {
 
 /// Reads a JSON record with its revision.
 pub(crate) async fn read<T: DeserializeOwned>(
-    store: &dyn KvStore,
+    store: &dyn GuardStore,
     key: &str,
 ) -> Result<Option<(T, Revision)>, StoreError> {
     match store.get(key).await? {
@@ -95,7 +95,7 @@ struct Budget {
 /// Counts one call of `tool` in the run against `policy`'s budgets: `Ok(None)` when
 /// admitted, `Ok(Some(reason))` when a budget is exhausted.
 pub(crate) async fn consume_budget(
-    store: &dyn KvStore,
+    store: &dyn GuardStore,
     policy: &GuardPolicy,
     tenant: &TenantId,
     run: &RunId,

@@ -1,0 +1,260 @@
+//! [`CallRecord`]: what the store knows about one logical call, and the transitions
+//! between its states, as plain functions.
+//!
+//! ```text
+//!            create (attempt 1)
+//!   (none) ───────────────────▶ Running{attempt n, holder w}
+//!                                 │  renew: beats + 1 (the lease)
+//!                                 │  take over (lapsed, allowed): attempt n + 1
+//!                                 ├─ commit (fence n): Finished{outcome}
+//!                                 ├─ lapsed, at_least_once, n = max_attempts: Finished{abandoned}
+//!                                 └─ lapsed, at_most_once: OutcomeUnknown
+//!   OutcomeUnknown ── resolve (operator) ──▶ Finished{resolution}
+//! ```
+//!
+//! Every transition is one compare-and-set on the record's revision, so two workers
+//! racing on one call cannot both win.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::Delivery;
+
+/// Where a call stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// An attempt holds the lease.
+    Running,
+    /// The outcome is committed.
+    Finished,
+    /// An `at_most_once` attempt was lost: it may or may not have had its effect. Waits
+    /// for an operator.
+    OutcomeUnknown,
+}
+
+/// The store's record of one logical call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CallRecord {
+    /// Where the call stands.
+    pub state: CallState,
+    /// The tool.
+    pub name: String,
+    /// The current (or last) attempt: the fence.
+    pub attempt: u32,
+    /// The worker holding (or last holding) the attempt.
+    pub holder: String,
+    /// Lease renewals of the current attempt.
+    pub beats: u64,
+    /// The delivery policy the call was started under.
+    pub delivery: Delivery,
+    /// The attempt cap the call was started under.
+    pub max_attempts: u32,
+    /// The committed outcome: the event type and its data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RecordedOutcome>,
+    /// Whether the outcome fact has been published.
+    #[serde(default)]
+    pub published: bool,
+}
+
+/// An outcome as recorded: the event type (`aaa.tool.completed`, `aaa.tool.failed`,
+/// ...) and its data.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedOutcome {
+    /// The event type.
+    pub kind: String,
+    /// The event data.
+    pub data: Value,
+}
+
+/// What a worker does with a delivery of a call, given the call's record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnDelivery {
+    /// No record: start attempt 1.
+    Start,
+    /// The call has an outcome: publish it if that has not happened, then ack.
+    Finished {
+        /// Whether the outcome fact still needs publishing.
+        republish: bool,
+    },
+    /// A live holder runs it: wait and look again.
+    Wait,
+    /// The holder's lease lapsed: run attempt `next`.
+    TakeOver {
+        /// The new attempt number.
+        next: u32,
+    },
+    /// The holder's lease lapsed and every allowed attempt was used (`at_least_once`).
+    Abandon,
+    /// The holder's lease lapsed and the call may not start again (`at_most_once`).
+    OutcomeUnknown,
+}
+
+impl CallRecord {
+    /// Attempt 1 of a call, held by `worker`.
+    pub fn start(name: &str, worker: &str, delivery: Delivery, max_attempts: u32) -> Self {
+        CallRecord {
+            state: CallState::Running,
+            name: name.to_owned(),
+            attempt: 1,
+            holder: worker.to_owned(),
+            beats: 0,
+            delivery,
+            max_attempts: max_attempts.max(1),
+            outcome: None,
+            published: false,
+        }
+    }
+
+    /// What to do with a delivery, given whether the current holder's lease lapsed
+    /// (see [`LeaseWatch`](crate::LeaseWatch)).
+    pub fn on_delivery(record: Option<&CallRecord>, lapsed: bool) -> OnDelivery {
+        let Some(record) = record else {
+            return OnDelivery::Start;
+        };
+        match record.state {
+            CallState::Finished | CallState::OutcomeUnknown => OnDelivery::Finished {
+                republish: !record.published,
+            },
+            CallState::Running if !lapsed => OnDelivery::Wait,
+            CallState::Running => match record.delivery {
+                Delivery::AtMostOnce => OnDelivery::OutcomeUnknown,
+                Delivery::AtLeastOnce if record.attempt >= record.max_attempts => {
+                    OnDelivery::Abandon
+                }
+                Delivery::AtLeastOnce => OnDelivery::TakeOver {
+                    next: record.attempt + 1,
+                },
+            },
+        }
+    }
+
+    /// The record after `worker` takes the call over with the next attempt.
+    pub fn taken_over(&self, worker: &str) -> CallRecord {
+        CallRecord {
+            attempt: self.attempt + 1,
+            holder: worker.to_owned(),
+            beats: 0,
+            ..self.clone()
+        }
+    }
+
+    /// The record after a lease renewal.
+    pub fn renewed(&self) -> CallRecord {
+        CallRecord {
+            beats: self.beats + 1,
+            ..self.clone()
+        }
+    }
+
+    /// Whether `attempt` still holds the call (the record is running that attempt).
+    pub fn is_held_by(&self, attempt: u32) -> bool {
+        self.state == CallState::Running && self.attempt == attempt
+    }
+
+    /// The record with `outcome` committed.
+    pub fn finished(&self, outcome: RecordedOutcome) -> CallRecord {
+        CallRecord {
+            state: CallState::Finished,
+            outcome: Some(outcome),
+            published: false,
+            ..self.clone()
+        }
+    }
+
+    /// The record of a lost `at_most_once` attempt, with the failure to publish.
+    pub fn unknown(&self, outcome: RecordedOutcome) -> CallRecord {
+        CallRecord {
+            state: CallState::OutcomeUnknown,
+            outcome: Some(outcome),
+            published: false,
+            ..self.clone()
+        }
+    }
+
+    /// The record once its outcome fact is published.
+    pub fn marked_published(&self) -> CallRecord {
+        CallRecord {
+            published: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether a result from `attempt` may be committed on this record. With fencing,
+    /// only the current attempt may commit; without it, any attempt may commit while the
+    /// call is still running (the first result wins).
+    pub fn accepts_result_of(&self, attempt: u32, fence_results: bool) -> bool {
+        if fence_results {
+            self.is_held_by(attempt)
+        } else {
+            self.state == CallState::Running
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deliveries_follow_the_policy() {
+        let at_least = CallRecord::start("t", "w1", Delivery::AtLeastOnce, 3);
+        assert_eq!(CallRecord::on_delivery(None, false), OnDelivery::Start);
+        assert_eq!(
+            CallRecord::on_delivery(Some(&at_least), false),
+            OnDelivery::Wait
+        );
+        assert_eq!(
+            CallRecord::on_delivery(Some(&at_least), true),
+            OnDelivery::TakeOver { next: 2 }
+        );
+        let third = at_least.taken_over("w2").taken_over("w3");
+        assert_eq!(third.attempt, 3);
+        assert_eq!(
+            CallRecord::on_delivery(Some(&third), true),
+            OnDelivery::Abandon
+        );
+
+        let at_most = CallRecord::start("t", "w1", Delivery::AtMostOnce, 3);
+        assert_eq!(
+            CallRecord::on_delivery(Some(&at_most), true),
+            OnDelivery::OutcomeUnknown
+        );
+
+        let done = at_least.finished(RecordedOutcome {
+            kind: "k".into(),
+            data: Value::Null,
+        });
+        assert_eq!(
+            CallRecord::on_delivery(Some(&done), true),
+            OnDelivery::Finished { republish: true }
+        );
+        let published = done.marked_published();
+        assert_eq!(
+            CallRecord::on_delivery(Some(&published), false),
+            OnDelivery::Finished { republish: false }
+        );
+    }
+
+    #[test]
+    fn results_are_fenced() {
+        let first = CallRecord::start("t", "w1", Delivery::AtLeastOnce, 3);
+        let second = first.taken_over("w2");
+        assert!(second.accepts_result_of(2, true));
+        assert!(
+            !second.accepts_result_of(1, true),
+            "a superseded attempt may not commit"
+        );
+        assert!(
+            second.accepts_result_of(1, false),
+            "without fencing, the first result wins"
+        );
+        let done = second.finished(RecordedOutcome {
+            kind: "k".into(),
+            data: Value::Null,
+        });
+        assert!(!done.accepts_result_of(2, false));
+    }
+}

@@ -1,0 +1,424 @@
+//! Approvals: pending records, decisions that arrive before their request, grants
+//! that outlive the worker that asked, and timeouts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aaa_guard::StoreError;
+use serde_json::{Map, Value};
+
+use super::call::{self, Call, Disposition};
+use super::executor::{Core, Entry};
+use super::guarded;
+use super::records::{self, ApprovalRecord, ApprovalState, approval_key};
+use crate::bus::Message;
+use crate::event::{
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalDecision,
+    ApprovalRequested, Event, FailureKind,
+};
+use crate::ids::{CallId, RunId, TenantId};
+
+pub(super) async fn request_approval(
+    core: &Core,
+    entry: &Arc<Entry>,
+    call: &Call,
+    arguments: Value,
+    reason: Option<String>,
+    message: &Message,
+) -> Disposition {
+    let store = &**core.engine.store();
+    let key = approval_key(&call.tenant, &call.run, &call.call_id);
+    let fingerprint = event::fingerprint(
+        &call.tenant,
+        &call.run,
+        &call.call_id,
+        &call.name,
+        &arguments,
+    );
+    let retry = entry.handler.result_retry.clone();
+    let pending = ApprovalRecord {
+        state: ApprovalState::Pending,
+        name: call.name.clone(),
+        arguments: arguments.clone(),
+        meta: call.meta.clone(),
+        fingerprint: Some(fingerprint.clone()),
+        deadline_ms: records::deadline_ms(entry.handler.approval_timeout),
+        reason: None,
+        granted_by: None,
+    };
+    loop {
+        let current = match records::read::<ApprovalRecord>(store, &key).await {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::warn!(%error, "the approval store failed; the request will be delivered again");
+                return Disposition::Nak;
+            }
+        };
+        let written = match current {
+            None => store
+                .create(&key, records::encode(&pending))
+                .await
+                .map(|_| Decision::AskHuman),
+            Some((early, revision)) if early.state == ApprovalState::EarlyGranted => {
+                if early
+                    .fingerprint
+                    .as_ref()
+                    .is_some_and(|f| *f != fingerprint)
+                {
+                    tracing::warn!(call_id = %call.call_id, "an early grant was for other arguments; asking a human");
+                    store
+                        .update(&key, records::encode(&pending), revision)
+                        .await
+                        .map(|_| Decision::AskHuman)
+                } else {
+                    let granted = ApprovalRecord {
+                        state: ApprovalState::Granted,
+                        ..pending.clone()
+                    };
+                    store
+                        .update(&key, records::encode(&granted), revision)
+                        .await
+                        .map(|r| Decision::Run(r, granted))
+                }
+            }
+            Some((early, revision)) if early.state == ApprovalState::EarlyDenied => {
+                let done = ApprovalRecord {
+                    state: ApprovalState::Done,
+                    reason: early.reason.clone(),
+                    ..pending.clone()
+                };
+                store
+                    .update(&key, records::encode(&done), revision)
+                    .await
+                    .map(|_| Decision::Denied(early.reason))
+            }
+            // Already recorded: this is a duplicate delivery of the request.
+            Some(_) => Ok(Decision::Duplicate),
+        };
+        match written {
+            Ok(Decision::AskHuman) => break,
+            Ok(Decision::Duplicate) => {
+                return Disposition::Ack;
+            }
+            Ok(Decision::Denied(reason)) => {
+                let outcome =
+                    call.failed(FailureKind::Denied, denial_message(reason.as_deref()), 0);
+                return call::ack_if(call::publish_outcome(core, &retry, call, &outcome).await);
+            }
+            Ok(Decision::Run(revision, record)) => {
+                return run_granted(core, entry, call, &key, revision, record, message).await;
+            }
+            Err(StoreError::Conflict { .. } | StoreError::Exists { .. }) => continue,
+            Err(error) => {
+                tracing::warn!(%error, "the approval store failed; the request will be delivered again");
+                return Disposition::Nak;
+            }
+        }
+    }
+    let data = ApprovalRequested {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        arguments,
+        fingerprint,
+        reason,
+    };
+    let mut event = core.engine.event(
+        APPROVAL_REQUESTED,
+        &call.tenant,
+        &call.run,
+        Some(&call.call_id),
+        serde_json::to_value(&data).unwrap_or(Value::Null),
+    );
+    event.id = format!(
+        "approval-requested-{}-{}-{}",
+        call.tenant, call.run, call.call_id
+    );
+    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), event.id.clone());
+    let published = retry
+        .run(|| {
+            core.engine
+                .bus()
+                .publish(&subject, bytes.clone(), Some(&id))
+        })
+        .await
+        .is_ok();
+    call::ack_if(published)
+}
+
+enum Decision {
+    AskHuman,
+    Duplicate,
+    Denied(Option<String>),
+    Run(aaa_guard::Revision, ApprovalRecord),
+}
+
+fn denial_message(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => format!("a human denied this call: {reason}"),
+        _ => "a human denied this call".to_owned(),
+    }
+}
+
+/// Runs a granted call (under the guard), publishes its outcome, and marks the
+/// approval done before the carrier (the grant, or the early-granted request) is acked.
+async fn run_granted(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    key: &str,
+    revision: aaa_guard::Revision,
+    record: ApprovalRecord,
+    carrier: &Message,
+) -> Disposition {
+    let disposition = guarded::run_call(core, entry, call, record.arguments.clone(), carrier).await;
+    if disposition == Disposition::Ack {
+        let done = ApprovalRecord {
+            state: ApprovalState::Done,
+            ..record
+        };
+        if let Err(error) = core
+            .engine
+            .store()
+            .update(key, records::encode(&done), revision)
+            .await
+        {
+            tracing::warn!(%error, key, "could not mark an approval done; its outcome is published");
+        }
+    }
+    disposition
+}
+
+pub(super) async fn handle_signal(core: &Core, message: Message) {
+    let parsed = Event::from_bytes(&message.payload).and_then(|event| {
+        event
+            .data_as::<ApprovalDecision>()
+            .map(|decision| (event, decision))
+    });
+    let (event, decision) = match parsed {
+        Ok(ok) => ok,
+        Err(error) => {
+            tracing::error!(subject = %message.subject, %error, "unreadable approval decision; terminating it");
+            let _ = message.term().await;
+            return;
+        }
+    };
+    let granted = event.kind == APPROVAL_GRANTED;
+    if !granted && event.kind != APPROVAL_DENIED {
+        let _ = message.term().await;
+        return;
+    }
+    let store = &**core.engine.store();
+    let key = approval_key(&event.aaatenant, &event.aaarunid, &decision.call_id);
+    loop {
+        let current = match records::read::<ApprovalRecord>(store, &key).await {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
+                let _ = message.nak(Duration::from_secs(1)).await;
+                return;
+            }
+        };
+        let Some((record, revision)) = current else {
+            // The decision came first: keep it for when the request arrives.
+            let early = ApprovalRecord {
+                state: if granted {
+                    ApprovalState::EarlyGranted
+                } else {
+                    ApprovalState::EarlyDenied
+                },
+                name: String::new(),
+                arguments: Value::Null,
+                meta: Map::new(),
+                fingerprint: decision.fingerprint.clone(),
+                deadline_ms: 0,
+                reason: decision.reason.clone(),
+                granted_by: granted.then(|| event.id.clone()),
+            };
+            match store.create(&key, records::encode(&early)).await {
+                Ok(_) => {
+                    call::settle(&message, Disposition::Ack).await;
+                    return;
+                }
+                Err(StoreError::Exists { .. }) => continue,
+                Err(error) => {
+                    tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
+                    let _ = message.nak(Duration::from_secs(1)).await;
+                    return;
+                }
+            }
+        };
+        let call = Call {
+            tenant: event.aaatenant.clone(),
+            run: event.aaarunid.clone(),
+            call_id: decision.call_id.clone(),
+            name: record.name.clone(),
+            meta: record.meta.clone(),
+        };
+        match record.state {
+            ApprovalState::Pending => {
+                if decision
+                    .fingerprint
+                    .as_ref()
+                    .is_some_and(|f| Some(f) != record.fingerprint.as_ref())
+                {
+                    tracing::warn!(call_id = %call.call_id, "an approval decision named other arguments; ignoring it");
+                    call::settle(&message, Disposition::Ack).await;
+                    return;
+                }
+                if !granted {
+                    let done = ApprovalRecord {
+                        state: ApprovalState::Done,
+                        reason: decision.reason.clone(),
+                        ..record
+                    };
+                    match store.update(&key, records::encode(&done), revision).await {
+                        Ok(_) => {}
+                        Err(StoreError::Conflict { .. }) => continue,
+                        Err(error) => {
+                            tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
+                            let _ = message.nak(Duration::from_secs(1)).await;
+                            return;
+                        }
+                    }
+                    let outcome = call.failed(
+                        FailureKind::Denied,
+                        denial_message(decision.reason.as_deref()),
+                        0,
+                    );
+                    let retry = core
+                        .entry(&call.name)
+                        .map(|e| e.handler.result_retry.clone())
+                        .unwrap_or_default();
+                    let published = call::publish_outcome(core, &retry, &call, &outcome).await;
+                    call::settle(&message, call::ack_if(published)).await;
+                    return;
+                }
+                let Some(entry) = core.entry(&call.name) else {
+                    // A worker that does not serve this tool leaves the grant for one that does.
+                    let _ = message.nak(Duration::from_secs(1)).await;
+                    return;
+                };
+                let granted_record = ApprovalRecord {
+                    state: ApprovalState::Granted,
+                    granted_by: Some(event.id.clone()),
+                    ..record
+                };
+                match store
+                    .update(&key, records::encode(&granted_record), revision)
+                    .await
+                {
+                    Ok(revision) => {
+                        run_granted(
+                            core,
+                            &entry,
+                            &call,
+                            &key,
+                            revision,
+                            granted_record,
+                            &message,
+                        )
+                        .await;
+                        return;
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
+                        let _ = message.nak(Duration::from_secs(1)).await;
+                        return;
+                    }
+                }
+            }
+            // The same grant delivered again: its worker died mid-call; resume it.
+            ApprovalState::Granted
+                if granted && record.granted_by.as_deref() == Some(event.id.as_str()) =>
+            {
+                let Some(entry) = core.entry(&call.name) else {
+                    let _ = message.nak(Duration::from_secs(1)).await;
+                    return;
+                };
+                let disposition =
+                    run_granted(core, &entry, &call, &key, revision, record, &message).await;
+                call::settle(&message, disposition).await;
+                return;
+            }
+            // A second decision, or one for a settled call: nothing to do.
+            _ => {
+                call::settle(&message, Disposition::Ack).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Fails pending approvals whose deadline passed. Every worker sweeps; the
+/// compare-and-set on the record lets exactly one of them publish the failure.
+pub(super) async fn sweep_approvals(core: Arc<Core>) {
+    let interval = {
+        let tools = core.tools.read().unwrap_or_else(|p| p.into_inner());
+        let shortest = tools
+            .values()
+            .map(|e| e.handler.approval_timeout)
+            .min()
+            .unwrap_or(Duration::from_secs(60));
+        (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+    };
+    let store = core.engine.store().clone();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = core.stop.cancelled() => return,
+        }
+        let Ok(keys): Result<Vec<String>, _> = store.keys("approval.").await else {
+            continue;
+        };
+        let now = records::now_ms();
+        for key in keys {
+            let Ok(Some((record, revision))) = records::read::<ApprovalRecord>(&*store, &key).await
+            else {
+                continue;
+            };
+            if record.state != ApprovalState::Pending || record.deadline_ms > now {
+                continue;
+            }
+            let mut parts = key.splitn(4, '.').skip(1);
+            let (Some(tenant), Some(run), Some(call_id)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            let (Ok(tenant), Ok(run), Ok(call_id)) =
+                (TenantId::new(tenant), RunId::new(run), CallId::new(call_id))
+            else {
+                continue;
+            };
+            let done = ApprovalRecord {
+                state: ApprovalState::Done,
+                ..record.clone()
+            };
+            if store
+                .update(&key, records::encode(&done), revision)
+                .await
+                .is_err()
+            {
+                continue;
+            }
+            let call = Call {
+                tenant,
+                run,
+                call_id,
+                name: record.name.clone(),
+                meta: Map::new(),
+            };
+            let outcome = call.failed(
+                FailureKind::ApprovalTimeout,
+                "nobody approved this call in time; it did not run",
+                0,
+            );
+            let retry = core
+                .entry(&call.name)
+                .map(|e| e.handler.result_retry.clone())
+                .unwrap_or_default();
+            call::publish_outcome(&core, &retry, &call, &outcome).await;
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! One call being handled: running its tool with progress reports and lease renewals,
+//! publishing its outcome, settling the message that carried it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aaa_guard::LostLease;
+use serde_json::{Map, Value};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::RetryPolicy;
+use super::executor::{Core, Entry};
+use super::guarded::Lease;
+use super::policy::PolicyCall;
+use crate::bus::Message;
+use crate::context::{PermitSlot, ToolContext};
+use crate::error::CallError;
+use crate::event::{Event, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed};
+use crate::ids::{CallId, RunId, TenantId};
+
+/// A call being handled.
+pub(super) struct Call {
+    pub(super) tenant: TenantId,
+    pub(super) run: RunId,
+    pub(super) call_id: CallId,
+    pub(super) name: String,
+    pub(super) meta: Map<String, Value>,
+}
+
+/// How a call ended.
+pub(super) enum Outcome {
+    Completed(ToolCompleted),
+    Failed(ToolFailed),
+}
+
+/// What to do with the message that carried a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Disposition {
+    /// The outcome is durable: acknowledge.
+    Ack,
+    /// Try again later: the bus delivers it again.
+    Nak,
+    /// This worker was superseded: touch nothing (an ack would settle the message its
+    /// successor holds).
+    Leave,
+}
+
+impl Call {
+    pub(super) fn policy(&self, arguments: &Value) -> PolicyCall {
+        PolicyCall {
+            tenant: self.tenant.clone(),
+            run: self.run.clone(),
+            call_id: self.call_id.clone(),
+            tool: self.name.clone(),
+            arguments: arguments.clone(),
+        }
+    }
+
+    pub(super) fn failed(
+        &self,
+        kind: FailureKind,
+        message: impl Into<String>,
+        attempt: u32,
+    ) -> Outcome {
+        Outcome::Failed(ToolFailed {
+            call_id: self.call_id.clone(),
+            name: self.name.clone(),
+            kind,
+            message: message.into(),
+            attempt,
+        })
+    }
+
+    pub(super) fn event(&self, core: &Core, kind: &str, data: Value) -> Event {
+        core.engine
+            .event(kind, &self.tenant, &self.run, Some(&self.call_id), data)
+    }
+}
+
+impl Outcome {
+    pub(super) fn label(&self) -> &'static str {
+        match self {
+            Outcome::Completed(_) => "completed",
+            Outcome::Failed(f) => f.kind.as_str(),
+        }
+    }
+
+    /// The event type and data.
+    pub(super) fn to_event_parts(&self) -> (&'static str, Value) {
+        match self {
+            Outcome::Completed(c) => (
+                TOOL_COMPLETED,
+                serde_json::to_value(c).unwrap_or(Value::Null),
+            ),
+            Outcome::Failed(f) => (TOOL_FAILED, serde_json::to_value(f).unwrap_or(Value::Null)),
+        }
+    }
+}
+
+/// Publishes `event` with `retry`, de-duplicated by its id.
+pub(super) async fn publish(core: &Core, retry: &RetryPolicy, event: &Event) -> bool {
+    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), event.id.clone());
+    match retry
+        .run(|| {
+            core.engine
+                .bus()
+                .publish(&subject, bytes.clone(), Some(&id))
+        })
+        .await
+    {
+        Ok(()) => true,
+        Err(error) => {
+            tracing::error!(%error, kind = %event.kind, "could not publish a fact");
+            false
+        }
+    }
+}
+
+/// The message id of a call's outcome fact: one per call, so a republished outcome
+/// within the de-duplication window is dropped.
+pub(super) fn outcome_id(call: &Call) -> String {
+    format!("outcome-{}-{}-{}", call.tenant, call.run, call.call_id)
+}
+
+/// Publishes an outcome fact of type `kind` with `data`.
+pub(super) async fn publish_outcome_parts(
+    core: &Core,
+    retry: &RetryPolicy,
+    call: &Call,
+    kind: &str,
+    data: Value,
+) -> bool {
+    let mut event = call.event(core, kind, data);
+    event.id = outcome_id(call);
+    publish(core, retry, &event).await
+}
+
+/// Publishes the outcome of `call`.
+pub(super) async fn publish_outcome(
+    core: &Core,
+    retry: &RetryPolicy,
+    call: &Call,
+    outcome: &Outcome,
+) -> bool {
+    let (kind, data) = outcome.to_event_parts();
+    publish_outcome_parts(core, retry, call, kind, data).await
+}
+
+/// Settles a message.
+pub(super) async fn settle(message: &Message, disposition: Disposition) {
+    let result = match disposition {
+        Disposition::Ack => message.ack().await,
+        Disposition::Nak => message.nak(Duration::from_secs(1)).await,
+        Disposition::Leave => Ok(()),
+    };
+    if let Err(error) = result {
+        tracing::warn!(%error, seq = message.seq, "could not settle a message; it will be delivered again");
+    }
+}
+
+/// `Ack` when `published`, else `Nak`.
+pub(super) fn ack_if(published: bool) -> Disposition {
+    if published {
+        Disposition::Ack
+    } else {
+        Disposition::Nak
+    }
+}
+
+/// Runs `fut`, telling the bus every heartbeat that `message` is still being worked on,
+/// and renewing `lease` first when there is one. Returns `None` when the lease was lost
+/// under [`LostLease::Cancel`] (the future is dropped: the tool is cancelled).
+pub(super) async fn with_progress<F: Future>(
+    core: &Core,
+    message: &Message,
+    lease: Option<&Lease>,
+    cancel: Option<&CancellationToken>,
+    fut: F,
+) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let period = match lease {
+        Some(lease) => lease.heartbeat().min(core.heartbeat()),
+        None => core.heartbeat(),
+    };
+    let mut ticker = tokio::time::interval(period);
+    ticker.tick().await;
+    loop {
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            _ = ticker.tick() => {
+                if let Some(lease) = lease {
+                    if lease.is_lost() {
+                        continue;
+                    }
+                    if !lease.renew().await {
+                        lease.report_lost(core).await;
+                        if lease.policy() == LostLease::Cancel {
+                            if let Some(cancel) = cancel {
+                                cancel.cancel();
+                            }
+                            return None;
+                        }
+                        continue;
+                    }
+                }
+                if let Err(error) = message.in_progress().await {
+                    tracing::warn!(%error, seq = message.seq, "could not report progress");
+                }
+            }
+        }
+    }
+}
+
+/// How running a tool ended.
+pub(super) enum Executed {
+    /// It produced an outcome (possibly after losing its lease, under `Finish`).
+    Done(Outcome),
+    /// It lost its lease under `Cancel` and was cancelled: nothing is recorded.
+    Cancelled,
+}
+
+/// Runs one attempt: pool permit, timeout, panics, post-call guardrails.
+pub(super) async fn execute(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    arguments: Value,
+    carrier: &Message,
+    attempt: u32,
+    lease: Option<&Lease>,
+) -> Executed {
+    let default_key = || format!("{}/{}", call.run, call.call_id);
+    let key = match entry.tool.idempotency_key(&arguments, default_key) {
+        Ok(key) => key,
+        Err(error) => {
+            return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
+        }
+    };
+    let prepared = match entry.tool.prepare(arguments.clone()) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
+        }
+    };
+    let pool = core.pool(&entry.config.pool);
+    let permit: OwnedSemaphorePermit =
+        match with_progress(core, carrier, lease, None, pool.clone().acquire_owned()).await {
+            None => return Executed::Cancelled,
+            Some(Ok(permit)) => permit,
+            Some(Err(_)) => {
+                return Executed::Done(call.failed(
+                    FailureKind::Error,
+                    "the tool's pool is closed",
+                    attempt,
+                ));
+            }
+        };
+    let slot = Arc::new(PermitSlot::new(pool, permit));
+    let cancel = CancellationToken::new();
+    let ctx = ToolContext::builder()
+        .run_id(call.run.clone())
+        .call_id(call.call_id.clone())
+        .tenant(call.tenant.clone())
+        .tool_name(entry.tool.name())
+        .attempt(attempt)
+        .idempotency_key(key)
+        .meta(call.meta.clone())
+        .cancellation_token(cancel.clone())
+        .engine(core.engine.clone())
+        .permit(slot.clone())
+        .build();
+    let ctx = entry.handler.registry.inject_state(ctx);
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {}", entry.tool.name()),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %entry.tool.name(),
+        gen_ai.tool.call.id = %call.call_id,
+        attempt,
+        fence = attempt,
+        pool = %entry.config.pool,
+        outcome = tracing::field::Empty,
+    );
+    let timeout = entry.config.timeout;
+    let running = tokio::time::timeout(timeout, prepared.run(ctx));
+    let result = with_progress(core, carrier, lease, Some(&cancel), running)
+        .instrument(span.clone())
+        .await;
+    slot.release();
+    let Some(result) = result else {
+        span.record("outcome", "lease_lost");
+        return Executed::Cancelled;
+    };
+    let outcome = match result {
+        Err(_) => {
+            cancel.cancel();
+            call.failed(
+                FailureKind::Timeout,
+                format!(
+                    "the tool did not finish within {:.1} s and was stopped",
+                    timeout.as_secs_f64()
+                ),
+                attempt,
+            )
+        }
+        Ok(Err(CallError::BadArgs(error))) => {
+            call.failed(FailureKind::BadArgs, error.to_string(), attempt)
+        }
+        Ok(Err(CallError::Tool(error))) => {
+            if let Some(detail) = error.detail() {
+                tracing::warn!(parent: &span, detail, "tool error");
+            }
+            call.failed(FailureKind::Error, error.message(), attempt)
+        }
+        Ok(Err(CallError::Panic(message))) => {
+            tracing::error!(parent: &span, panic = %message, "tool panicked");
+            call.failed(
+                FailureKind::Panic,
+                format!("the tool crashed: {message}"),
+                attempt,
+            )
+        }
+        Ok(Ok(value)) => match entry
+            .handler
+            .guards
+            .check_after(&call.policy(&arguments), value)
+        {
+            Ok(result) => Outcome::Completed(ToolCompleted {
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                result,
+                attempt,
+            }),
+            Err(reason) => call.failed(FailureKind::Policy, reason, attempt),
+        },
+    };
+    span.record("outcome", outcome.label());
+    Executed::Done(outcome)
+}
+
+/// Publishes a guard fact (best effort: the guard's decisions do not wait on it).
+pub(super) async fn publish_fact(
+    core: &Core,
+    call: &Call,
+    kind: &str,
+    data: impl serde::Serialize,
+) {
+    let event = call.event(
+        core,
+        kind,
+        serde_json::to_value(data).unwrap_or(Value::Null),
+    );
+    publish(core, &RetryPolicy::default(), &event).await;
+}

@@ -1,0 +1,464 @@
+//! Running a call under the stalled-worker guard.
+//!
+//! Per logical call (tenant, run, call id) the guard keeps one [`CallRecord`] in the
+//! engine's [`GuardStore`] under `guard.<tenant>.<run>.<call>`. A worker that receives a
+//! call:
+//!
+//! 1. reads the record and decides ([`CallRecord::on_delivery`]): start attempt 1, wait
+//!    for a live holder (re-checking every `wait_poll_s` and reporting progress on its
+//!    message), take over a lapsed attempt, abandon the call, declare its outcome
+//!    unknown, or republish a recorded outcome;
+//! 2. claims its attempt with one compare-and-set and publishes
+//!    `aaa.guard.attempt_started` (and `aaa.guard.taken_over`);
+//! 3. renews the lease every `heartbeat_s` while the tool waits for a permit and runs;
+//!    a failed renewal means a newer attempt exists: under `LostLease::Cancel` the tool
+//!    is cancelled and nothing is recorded, under `Finish` it runs on;
+//! 4. commits the outcome by compare-and-set on its attempt (the fence); a superseded
+//!    attempt's result is dropped and audited as `aaa.tool.stale_result`;
+//! 5. publishes the outcome, marks it published, and only then acks.
+//!
+//! A superseded worker never acks, naks or reports progress on its message: JetStream
+//! matches acks by sequence, so a stale ack would settle the message its successor is
+//! working on.
+//!
+//! A store write that fails ambiguously is resolved by reading the record back. Under
+//! `at_most_once`, a worker that cannot tell whether its attempt started does not start
+//! one: the call is left to a later delivery, which finds the attempt lapsed and
+//! declares the outcome unknown.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aaa_guard::{
+    CallRecord, GuardConfig, GuardStore, LeaseWatch, LostLease, OnDelivery, RecordedOutcome,
+    Revision, StoreError,
+};
+use serde_json::Value;
+
+use super::call::{self, Call, Disposition, Executed, Outcome};
+use super::executor::{Core, Entry};
+use super::records::{encode, read};
+use crate::bus::Message;
+use crate::event::{
+    ATTEMPT_STARTED, AttemptFact, FailureKind, LEASE_LOST, STALE_RESULT, StaleResult, TAKEN_OVER,
+};
+use crate::ids::{CallId, RunId, TenantId};
+
+/// The key of a call's guard record.
+pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+    format!("guard.{tenant}.{run}.{call}")
+}
+
+/// Reads a call's guard record.
+pub(crate) async fn read_record(
+    store: &dyn GuardStore,
+    key: &str,
+) -> Result<Option<(CallRecord, Revision)>, StoreError> {
+    read::<CallRecord>(store, key).await
+}
+
+/// Writes a call's guard record (see [`write`]).
+pub(crate) async fn write_record(
+    store: &dyn GuardStore,
+    key: &str,
+    record: &CallRecord,
+    expected: Option<Revision>,
+) -> Result<Revision, StoreError> {
+    write(store, key, record, expected).await
+}
+
+/// Writes `record`, resolving an ambiguous failure by reading it back.
+async fn write(
+    store: &dyn GuardStore,
+    key: &str,
+    record: &CallRecord,
+    expected: Option<Revision>,
+) -> Result<Revision, StoreError> {
+    let bytes = encode(record);
+    let result = match expected {
+        Some(revision) => store.update(key, bytes, revision).await,
+        None => store.create(key, bytes).await,
+    };
+    match result {
+        Err(StoreError::Unavailable(reason)) => match read::<CallRecord>(store, key).await {
+            Ok(Some((found, revision))) if found == *record => Ok(revision),
+            _ => Err(StoreError::Unavailable(reason)),
+        },
+        other => other,
+    }
+}
+
+/// The lease an attempt holds while it runs.
+pub(super) struct Lease {
+    key: String,
+    attempt: u32,
+    config: GuardConfig,
+    current: Mutex<(CallRecord, Revision)>,
+    lost: std::sync::atomic::AtomicBool,
+    store: std::sync::Arc<dyn GuardStore>,
+    call: CallId,
+    name: String,
+    worker: String,
+    tenant: TenantId,
+    run: RunId,
+}
+
+impl Lease {
+    pub(super) fn heartbeat(&self) -> Duration {
+        self.config.heartbeat()
+    }
+
+    pub(super) fn policy(&self) -> LostLease {
+        self.config.lost_lease
+    }
+
+    pub(super) fn is_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn snapshot(&self) -> (CallRecord, Revision) {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Renews the lease; `false` when a newer attempt holds the call.
+    pub(super) async fn renew(&self) -> bool {
+        let (record, revision) = self.snapshot();
+        let renewed = record.renewed();
+        match write(&*self.store, &self.key, &renewed, Some(revision)).await {
+            Ok(revision) => {
+                *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (renewed, revision);
+                true
+            }
+            Err(StoreError::Conflict { .. }) => {
+                match read::<CallRecord>(&*self.store, &self.key).await {
+                    Ok(Some((found, revision)))
+                        if found.is_held_by(self.attempt) && found.holder == self.worker =>
+                    {
+                        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (found, revision);
+                        true
+                    }
+                    Ok(_) => {
+                        self.lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                        false
+                    }
+                    // Cannot tell: keep going; the next renewal or the commit will know.
+                    Err(_) => true,
+                }
+            }
+            // The store is away: the lease may lapse meanwhile, which the commit detects.
+            Err(error) => {
+                tracing::warn!(%error, key = %self.key, "could not renew a lease");
+                true
+            }
+        }
+    }
+
+    /// Publishes `aaa.guard.lease_lost`.
+    pub(super) async fn report_lost(&self, core: &Core) {
+        let call = Call {
+            tenant: self.tenant.clone(),
+            run: self.run.clone(),
+            call_id: self.call.clone(),
+            name: self.name.clone(),
+            meta: Default::default(),
+        };
+        let fact = AttemptFact {
+            call_id: self.call.clone(),
+            name: self.name.clone(),
+            attempt: self.attempt,
+            worker: self.worker.clone(),
+            previous_attempt: None,
+            previous_worker: None,
+        };
+        tracing::warn!(call_id = %self.call, attempt = self.attempt, policy = %self.config.lost_lease, "lease lost");
+        call::publish_fact(core, &call, LEASE_LOST, fact).await;
+    }
+}
+
+/// What the claim loop decided.
+enum Claimed {
+    /// Run `attempt`; the lease is ours.
+    Run {
+        attempt: u32,
+        record: CallRecord,
+        revision: Revision,
+        previous: Option<(u32, String)>,
+    },
+    /// Nothing to run: settle the message so.
+    Settled(Disposition),
+}
+
+/// Runs a call whose arguments passed every check; publishes its outcome. Returns what
+/// to do with the carrier message.
+pub(super) async fn run_call(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    arguments: Value,
+    carrier: &Message,
+) -> Disposition {
+    let retry = &entry.handler.result_retry;
+    let config = &entry.config.guard;
+    if !config.enabled {
+        return match call::execute(core, entry, call, arguments, carrier, 1, None).await {
+            Executed::Done(outcome) => {
+                call::ack_if(call::publish_outcome(core, retry, call, &outcome).await)
+            }
+            Executed::Cancelled => Disposition::Nak,
+        };
+    }
+    let key = guard_key(&call.tenant, &call.run, &call.call_id);
+    let (attempt, record, revision, previous) = match claim(core, entry, call, &key, carrier).await
+    {
+        Claimed::Settled(disposition) => return disposition,
+        Claimed::Run {
+            attempt,
+            record,
+            revision,
+            previous,
+        } => (attempt, record, revision, previous),
+    };
+    let worker = core.worker.clone();
+    let started = AttemptFact {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        attempt,
+        worker: worker.clone(),
+        previous_attempt: previous.as_ref().map(|(a, _)| *a),
+        previous_worker: previous.as_ref().map(|(_, w)| w.clone()),
+    };
+    call::publish_fact(core, call, ATTEMPT_STARTED, &started).await;
+    if previous.is_some() {
+        call::publish_fact(core, call, TAKEN_OVER, &started).await;
+    }
+    let lease = Lease {
+        key: key.clone(),
+        attempt,
+        config: config.clone(),
+        current: Mutex::new((record, revision)),
+        lost: std::sync::atomic::AtomicBool::new(false),
+        store: core.engine.store().clone(),
+        call: call.call_id.clone(),
+        name: call.name.clone(),
+        worker,
+        tenant: call.tenant.clone(),
+        run: call.run.clone(),
+    };
+    let outcome =
+        match call::execute(core, entry, call, arguments, carrier, attempt, Some(&lease)).await {
+            Executed::Cancelled => return Disposition::Leave,
+            Executed::Done(outcome) => outcome,
+        };
+    commit(core, entry, call, &key, attempt, outcome).await
+}
+
+/// Reads the record until this worker may run an attempt, or the call needs nothing
+/// more from it.
+async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Message) -> Claimed {
+    let store = &**core.engine.store();
+    let config = &entry.config.guard;
+    let mut watch = LeaseWatch::new(config.lease_ttl());
+    loop {
+        let current = match read::<CallRecord>(store, key).await {
+            Ok(current) => current,
+            Err(error) => {
+                tracing::warn!(%error, key, "the guard store failed; the call will be delivered again");
+                return Claimed::Settled(Disposition::Nak);
+            }
+        };
+        let lapsed = current
+            .as_ref()
+            .is_some_and(|(_, revision)| watch.observe(*revision, core.now()));
+        match CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed) {
+            OnDelivery::Start => {
+                let record = CallRecord::start(
+                    &call.name,
+                    &core.worker,
+                    config.delivery,
+                    config.max_attempts,
+                );
+                match write(store, key, &record, None).await {
+                    Ok(revision) => {
+                        return Claimed::Run {
+                            attempt: 1,
+                            record,
+                            revision,
+                            previous: None,
+                        };
+                    }
+                    Err(StoreError::Exists { .. } | StoreError::Conflict { .. }) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, key, "could not record the attempt; the call will be delivered again");
+                        return Claimed::Settled(Disposition::Nak);
+                    }
+                }
+            }
+            OnDelivery::Wait => {
+                let poll = config.wait_poll();
+                call::with_progress(core, carrier, None, None, tokio::time::sleep(poll)).await;
+            }
+            OnDelivery::TakeOver { next } => {
+                let Some((old, revision)) = current else {
+                    continue;
+                };
+                let record = old.taken_over(&core.worker);
+                match write(store, key, &record, Some(revision)).await {
+                    Ok(revision) => {
+                        return Claimed::Run {
+                            attempt: next,
+                            record,
+                            revision,
+                            previous: Some((old.attempt, old.holder)),
+                        };
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => {
+                        tracing::warn!(%error, key, "could not take the call over; it will be delivered again");
+                        return Claimed::Settled(Disposition::Nak);
+                    }
+                }
+            }
+            OnDelivery::Abandon | OnDelivery::OutcomeUnknown => {
+                let Some((old, revision)) = current else {
+                    continue;
+                };
+                let abandon = old.delivery == aaa_guard::Delivery::AtLeastOnce;
+                let outcome = if abandon {
+                    call.failed(
+                        FailureKind::Abandoned,
+                        format!(
+                            "the call was lost with its worker {} times (the limit); it did not complete",
+                            old.attempt
+                        ),
+                        old.attempt,
+                    )
+                } else {
+                    call.failed(
+                        FailureKind::OutcomeUnknown,
+                        "the worker running this call was lost; it may or may not have taken effect, and it will not be retried. An operator will reconcile it",
+                        old.attempt,
+                    )
+                };
+                let (kind, data) = outcome.to_event_parts();
+                let recorded = RecordedOutcome {
+                    kind: kind.to_owned(),
+                    data,
+                };
+                let record = if abandon {
+                    old.finished(recorded)
+                } else {
+                    old.unknown(recorded)
+                };
+                match write(store, key, &record, Some(revision)).await {
+                    Ok(revision) => {
+                        let disposition =
+                            publish_recorded(core, entry, call, key, &record, revision).await;
+                        return Claimed::Settled(disposition);
+                    }
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(_) => return Claimed::Settled(Disposition::Nak),
+                }
+            }
+            OnDelivery::Finished { republish } => {
+                let Some((record, revision)) = current else {
+                    continue;
+                };
+                if !republish {
+                    return Claimed::Settled(Disposition::Ack);
+                }
+                return Claimed::Settled(
+                    publish_recorded(core, entry, call, key, &record, revision).await,
+                );
+            }
+        }
+    }
+}
+
+/// Publishes a recorded outcome and marks it published.
+async fn publish_recorded(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    key: &str,
+    record: &CallRecord,
+    revision: Revision,
+) -> Disposition {
+    let Some(outcome) = &record.outcome else {
+        return Disposition::Ack;
+    };
+    let published = call::publish_outcome_parts(
+        core,
+        &entry.handler.result_retry,
+        call,
+        &outcome.kind,
+        outcome.data.clone(),
+    )
+    .await;
+    if !published {
+        return Disposition::Nak;
+    }
+    // Losing this race is fine: whoever wrote first also published.
+    let _ = write(
+        &**core.engine.store(),
+        key,
+        &record.marked_published(),
+        Some(revision),
+    )
+    .await;
+    Disposition::Ack
+}
+
+/// Commits an attempt's outcome by compare-and-set on its fence.
+async fn commit(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    key: &str,
+    attempt: u32,
+    outcome: Outcome,
+) -> Disposition {
+    let store = &**core.engine.store();
+    let fence = entry.config.guard.fence_results;
+    let (kind, data) = outcome.to_event_parts();
+    let recorded = RecordedOutcome {
+        kind: kind.to_owned(),
+        data,
+    };
+    loop {
+        let (current, revision) = match read::<CallRecord>(store, key).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Disposition::Nak,
+            Err(error) => {
+                tracing::warn!(%error, key, "could not read the record to commit; the call will be delivered again");
+                return Disposition::Nak;
+            }
+        };
+        if !current.accepts_result_of(attempt, fence) {
+            if fence && current.attempt != attempt {
+                let stale = StaleResult {
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    attempt,
+                    current_attempt: current.attempt,
+                };
+                tracing::warn!(call_id = %call.call_id, attempt, current = current.attempt, "dropping a stale result");
+                call::publish_fact(core, call, STALE_RESULT, &stale).await;
+            }
+            return Disposition::Leave;
+        }
+        let finished = current.finished(recorded.clone());
+        match write(store, key, &finished, Some(revision)).await {
+            Ok(revision) => {
+                return publish_recorded(core, entry, call, key, &finished, revision).await;
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => {
+                tracing::warn!(%error, key, "could not commit an outcome; the call will be delivered again");
+                return Disposition::Nak;
+            }
+        }
+    }
+}

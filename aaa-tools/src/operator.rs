@@ -1,0 +1,127 @@
+//! The operator's side of the guard: calls whose outcome is unknown, and resolving them.
+
+use aaa_guard::{CallRecord, CallState, RecordedOutcome, StoreError};
+use serde_json::Value;
+
+use crate::engine::{Engine, EngineError};
+use crate::event::{Resolved, TOOL_RESOLVED};
+use crate::handler::{guard_key, read_record, write_record};
+use crate::ids::{CallId, RunId, TenantId};
+
+/// A call left in `outcome_unknown`: an `at_most_once` attempt was lost, and nobody
+/// knows whether it took effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UnknownCall {
+    /// The tenant.
+    pub tenant: TenantId,
+    /// The run.
+    pub run: RunId,
+    /// The call.
+    pub call_id: CallId,
+    /// The tool.
+    pub name: String,
+    /// The lost attempt.
+    pub attempt: u32,
+    /// The worker that ran it.
+    pub worker: String,
+}
+
+/// What an operator found out about an `outcome_unknown` call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolution {
+    /// It took effect, with this result.
+    Completed(Value),
+    /// It did not take effect, or failed: what happened.
+    Failed(String),
+}
+
+impl Engine {
+    /// Every call in `outcome_unknown`, in key order.
+    pub async fn outcome_unknown_calls(&self) -> Result<Vec<UnknownCall>, EngineError> {
+        let store = &**self.store();
+        let keys = store.keys("guard.").await?;
+        let mut found = Vec::new();
+        for key in keys {
+            let Some((record, _)) = read_record(store, &key).await? else {
+                continue;
+            };
+            if record.state != CallState::OutcomeUnknown {
+                continue;
+            }
+            let mut parts = key.splitn(4, '.').skip(1);
+            let (Some(tenant), Some(run), Some(call)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
+            found.push(UnknownCall {
+                tenant: TenantId::new(tenant)?,
+                run: RunId::new(run)?,
+                call_id: CallId::new(call)?,
+                name: record.name.clone(),
+                attempt: record.attempt,
+                worker: record.holder.clone(),
+            });
+        }
+        Ok(found)
+    }
+
+    /// Records what happened to an `outcome_unknown` call and publishes it as
+    /// `aaa.tool.resolved`. The call's record becomes finished, so a later delivery of
+    /// it republishes nothing new and runs nothing.
+    pub async fn resolve(
+        &self,
+        call: &UnknownCall,
+        resolution: Resolution,
+        resolved_by: &str,
+    ) -> Result<(), EngineError> {
+        let store = &**self.store();
+        let key = guard_key(&call.tenant, &call.run, &call.call_id);
+        let Some((record, revision)) = read_record(store, &key).await? else {
+            return Err(EngineError::NotUnknown(call.call_id.clone()));
+        };
+        if record.state != CallState::OutcomeUnknown {
+            return Err(EngineError::NotUnknown(call.call_id.clone()));
+        }
+        let data = match &resolution {
+            Resolution::Completed(result) => Resolved {
+                call_id: call.call_id.clone(),
+                name: record.name.clone(),
+                outcome: "completed".into(),
+                result: Some(result.clone()),
+                message: None,
+                resolved_by: resolved_by.to_owned(),
+            },
+            Resolution::Failed(message) => Resolved {
+                call_id: call.call_id.clone(),
+                name: record.name.clone(),
+                outcome: "failed".into(),
+                result: None,
+                message: Some(message.clone()),
+                resolved_by: resolved_by.to_owned(),
+            },
+        };
+        let data = serde_json::to_value(&data).unwrap_or(Value::Null);
+        let resolved: CallRecord = record.finished(RecordedOutcome {
+            kind: TOOL_RESOLVED.to_owned(),
+            data: data.clone(),
+        });
+        match write_record(store, &key, &resolved.marked_published(), Some(revision)).await {
+            Ok(_) => {}
+            Err(StoreError::Conflict { .. }) => {
+                return Err(EngineError::NotUnknown(call.call_id.clone()));
+            }
+            Err(error) => return Err(error.into()),
+        }
+        let mut event = self.event(
+            TOOL_RESOLVED,
+            &call.tenant,
+            &call.run,
+            Some(&call.call_id),
+            data,
+        );
+        event.id = format!("resolved-{}-{}-{}", call.tenant, call.run, call.call_id);
+        self.publish(&event).await?;
+        Ok(())
+    }
+}
