@@ -107,6 +107,18 @@ impl MemoryBus {
             .map_or(0, |c| c.pending.len() + c.redeliver.len())
     }
 
+    /// Waits until `durable` holds no delivered-but-unsettled message (returns at once
+    /// when it holds none). For tests and shutdown checks.
+    pub async fn until_settled(&self, durable: &str) {
+        loop {
+            let changed = self.shared.changed.notified();
+            if self.ack_pending(durable) == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// The number of messages in the log.
     pub fn len(&self) -> usize {
         self.shared.lock().log.len()

@@ -78,7 +78,7 @@ pub(super) async fn request_approval(
                     store
                         .update(&key, records::encode(&granted), revision)
                         .await
-                        .map(|r| Decision::Run(r, granted))
+                        .map(|r| Decision::Run(r, Box::new(granted)))
                 }
             }
             Some((early, revision)) if early.state == ApprovalState::EarlyDenied => {
@@ -106,7 +106,7 @@ pub(super) async fn request_approval(
                 return call::ack_if(call::publish_outcome(core, &retry, call, &outcome).await);
             }
             Ok(Decision::Run(revision, record)) => {
-                return run_granted(core, entry, call, &key, revision, record, message).await;
+                return run_granted(core, entry, call, &key, revision, *record, message).await;
             }
             Err(StoreError::Conflict { .. } | StoreError::Exists { .. }) => continue,
             Err(error) => {
@@ -149,7 +149,7 @@ enum Decision {
     AskHuman,
     Duplicate,
     Denied(Option<String>),
-    Run(aaa_guard::Revision, ApprovalRecord),
+    Run(aaa_guard::Revision, Box<ApprovalRecord>),
 }
 
 fn denial_message(reason: Option<&str>) -> String {

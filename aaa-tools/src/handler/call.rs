@@ -185,8 +185,9 @@ pub(super) async fn with_progress<F: Future>(
         Some(lease) => lease.heartbeat().min(core.heartbeat()),
         None => core.heartbeat(),
     };
-    let mut ticker = tokio::time::interval(period);
-    ticker.tick().await;
+    // The first tick is one period away: an immediate first tick would cost a timer
+    // round trip on every call.
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     loop {
         tokio::select! {
             out = &mut fut => return Some(out),
@@ -198,8 +199,11 @@ pub(super) async fn with_progress<F: Future>(
                     if !lease.renew().await {
                         lease.report_lost(core).await;
                         if lease.policy() == LostLease::Cancel {
+                            // Signal the tool, give it a heartbeat to stop cleanly, then
+                            // drop it. Whatever it returns is not recorded.
                             if let Some(cancel) = cancel {
                                 cancel.cancel();
+                                let _ = tokio::time::timeout(lease.heartbeat(), &mut fut).await;
                             }
                             return None;
                         }

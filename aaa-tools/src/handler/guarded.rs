@@ -183,7 +183,7 @@ enum Claimed {
     /// Run `attempt`; the lease is ours.
     Run {
         attempt: u32,
-        record: CallRecord,
+        record: Box<CallRecord>,
         revision: Revision,
         previous: Option<(u32, String)>,
     },
@@ -238,7 +238,7 @@ pub(super) async fn run_call(
         key: key.clone(),
         attempt,
         config: config.clone(),
-        current: Mutex::new((record, revision)),
+        current: Mutex::new((*record, revision)),
         lost: std::sync::atomic::AtomicBool::new(false),
         store: core.engine.store().clone(),
         call: call.call_id.clone(),
@@ -284,7 +284,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     Ok(revision) => {
                         return Claimed::Run {
                             attempt: 1,
-                            record,
+                            record: Box::new(record),
                             revision,
                             previous: None,
                         };
@@ -309,7 +309,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     Ok(revision) => {
                         return Claimed::Run {
                             attempt: next,
-                            record,
+                            record: Box::new(record),
                             revision,
                             previous: Some((old.attempt, old.holder)),
                         };

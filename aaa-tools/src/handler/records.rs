@@ -111,20 +111,20 @@ pub(crate) async fn consume_budget(
             Some((b, r)) => (b, Some(r)),
             None => (Budget::default(), None),
         };
-        if let Some(limit) = policy.run_limit() {
-            if budget.total >= limit {
-                return Ok(Some(format!(
-                    "this run has used its budget of {limit} tool calls; finish without more calls"
-                )));
-            }
+        if let Some(limit) = policy.run_limit()
+            && budget.total >= limit
+        {
+            return Ok(Some(format!(
+                "this run has used its budget of {limit} tool calls; finish without more calls"
+            )));
         }
         let used = budget.per_tool.get(tool).copied().unwrap_or(0);
-        if let Some(limit) = policy.tool_limit(tool) {
-            if used >= limit {
-                return Ok(Some(format!(
-                    "`{tool}` may be called at most {limit} times in this run; it has been"
-                )));
-            }
+        if let Some(limit) = policy.tool_limit(tool)
+            && used >= limit
+        {
+            return Ok(Some(format!(
+                "`{tool}` may be called at most {limit} times in this run; it has been"
+            )));
         }
         budget.total += 1;
         budget.per_tool.insert(tool.to_owned(), used + 1);

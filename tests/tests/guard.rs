@@ -1,0 +1,519 @@
+//! The stalled-worker guard on the embedded engine: several workers (engines) share one
+//! `MemoryBus` and one `MemoryStore`; workers die (their handler is dropped), stall
+//! (their runtime thread is blocked) and resume.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aaa_tools::bus::{Bus, MemoryBus};
+use aaa_tools::event::{self, AttemptFact, Event, StaleResult};
+use aaa_tools::{
+    Engine, FailureKind, GuardConfig, HandlerHandle, LostLease, MemoryStore, Outcome, Resolution,
+    RunHandle, State, ToolContext, ToolError, ToolHandler, ToolRegistry, tool, tools,
+};
+use futures::StreamExt;
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// What the tools saw, shared by every worker of a test.
+#[derive(Default)]
+struct Probe {
+    runs: AtomicUsize,
+    keys: Mutex<Vec<(u32, String)>>,
+    entered: Notify,
+    release: HashMap<u32, Notify>,
+    cancelled: AtomicUsize,
+    cancel_seen: Notify,
+}
+
+impl Probe {
+    fn new() -> Arc<Probe> {
+        Arc::new(Probe {
+            release: (1..=4).map(|a| (a, Notify::new())).collect(),
+            ..Probe::default()
+        })
+    }
+}
+
+/// A downstream system that remembers the highest fence written per key and rejects
+/// writes from older attempts: how a user protects itself with `ctx.fence()`.
+#[derive(Default)]
+struct FencedLedger {
+    entries: Mutex<HashMap<String, (u64, String)>>,
+    rejected: AtomicU32,
+}
+
+impl FencedLedger {
+    fn write(&self, key: &str, fence: u64, value: &str) -> Result<(), ToolError> {
+        let mut entries = self.entries.lock().unwrap();
+        match entries.get(key) {
+            Some((seen, _)) if *seen > fence => {
+                self.rejected.fetch_add(1, Ordering::SeqCst);
+                Err(ToolError::new(format!(
+                    "fence {fence} is older than {seen}; write rejected"
+                )))
+            }
+            _ => {
+                entries.insert(key.to_owned(), (fence, value.to_owned()));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Runs until released for its attempt, then writes to the ledger under its fence.
+#[tool]
+async fn work(
+    ctx: ToolContext,
+    probe: State<Probe>,
+    ledger: State<FencedLedger>,
+    item: String,
+) -> Result<String, ToolError> {
+    probe.runs.fetch_add(1, Ordering::SeqCst);
+    probe
+        .keys
+        .lock()
+        .unwrap()
+        .push((ctx.attempt(), ctx.idempotency_key().to_owned()));
+    probe.entered.notify_one();
+    tokio::select! {
+        _ = probe.release[&ctx.attempt().min(4)].notified() => { }
+        _ = ctx.cancelled() => {
+            probe.cancelled.fetch_add(1, Ordering::SeqCst);
+            probe.cancel_seen.notify_one();
+            return Err(ToolError::new("cancelled"));
+        }
+    }
+    ledger.write(
+        ctx.idempotency_key(),
+        ctx.fence(),
+        &format!("{item} by attempt {}", ctx.attempt()),
+    )?;
+    Ok(format!("{item} done by attempt {}", ctx.attempt()))
+}
+
+/// Charges a card, at most once.
+#[tool(delivery = "at_most_once")]
+async fn charge(probe: State<Probe>, cents: u64) -> String {
+    probe.runs.fetch_add(1, Ordering::SeqCst);
+    probe.entered.notify_one();
+    std::future::pending::<()>().await;
+    format!("charged {cents}")
+}
+
+/// Crashes its worker (the test drops the worker when it starts).
+#[tool(guard(max_attempts = 3))]
+async fn poison(probe: State<Probe>) -> String {
+    probe.runs.fetch_add(1, Ordering::SeqCst);
+    probe.entered.notify_one();
+    std::future::pending::<()>().await;
+    "never".into()
+}
+
+/// Counts its runs.
+#[tool]
+async fn count(probe: State<Probe>) -> usize {
+    probe.runs.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+fn handler(probe: &Arc<Probe>, ledger: &Arc<FencedLedger>, guard: GuardConfig) -> ToolHandler {
+    let registry = ToolRegistry::builder()
+        .tools(tools![work, charge, poison, count])
+        .state_arc(probe.clone())
+        .state_arc(ledger.clone())
+        .build()
+        .unwrap();
+    ToolHandler::new(registry).guard(guard)
+}
+
+struct System {
+    bus: MemoryBus,
+    store: MemoryStore,
+    probe: Arc<Probe>,
+    ledger: Arc<FencedLedger>,
+}
+
+impl System {
+    fn new() -> Self {
+        System {
+            bus: MemoryBus::new(),
+            store: MemoryStore::new(),
+            probe: Probe::new(),
+            ledger: Arc::default(),
+        }
+    }
+
+    fn engine(&self) -> Engine {
+        Engine::new(self.bus.clone(), self.store.clone())
+    }
+
+    async fn worker(&self, guard: GuardConfig) -> (Engine, HandlerHandle) {
+        let engine = self.engine();
+        let handle = handler(&self.probe, &self.ledger, guard)
+            .attach(&engine)
+            .await
+            .unwrap();
+        (engine, handle)
+    }
+}
+
+/// The facts of `kind` in a run so far, once `until` of them have arrived.
+async fn facts_of(run: &RunHandle, kind: &str, until: usize) -> Vec<Event> {
+    let mut facts = run.facts().await.unwrap();
+    let mut found = Vec::new();
+    while found.len() < until {
+        let fact = facts.next().await.unwrap().unwrap();
+        if fact.kind == kind {
+            found.push(fact);
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until no request is delivered and unsettled.
+async fn settled(bus: &MemoryBus) {
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        bus.until_settled("aaa-tool-requests"),
+    )
+    .await
+    .expect("a request stayed unsettled");
+}
+
+fn failed(outcome: &Outcome) -> (FailureKind, u32) {
+    let f = outcome
+        .failure()
+        .unwrap_or_else(|| panic!("expected a failure: {outcome:?}"));
+    (f.kind, f.attempt)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_worker_is_taken_over_with_attempt_two_and_the_same_key() {
+    let system = System::new();
+    let (client, first) = system.worker(GuardConfig::default()).await;
+    let run = client.new_run();
+    let call_id = run
+        .request("work", json!({"item": "invoice-7"}))
+        .await
+        .unwrap();
+    system.probe.entered.notified().await;
+    drop(first); // dies mid-call
+
+    let (_engine, _second) = system.worker(GuardConfig::default()).await;
+    system.probe.entered.notified().await; // attempt 2 started, after the 15 s lease lapsed
+    system.probe.release[&2].notify_one();
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(outcome.for_model(), "invoice-7 done by attempt 2");
+
+    let keys = system.probe.keys.lock().unwrap().clone();
+    let expected_key = format!("{}/{}", run.run_id(), call_id);
+    assert_eq!(keys, [(1, expected_key.clone()), (2, expected_key)]);
+    let taken: AttemptFact = facts_of(&run, event::TAKEN_OVER, 1).await[0]
+        .data_as()
+        .unwrap();
+    assert_eq!((taken.attempt, taken.previous_attempt), (2, Some(1)));
+    assert_eq!(facts_of(&run, event::ATTEMPT_STARTED, 2).await.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poison_call_is_abandoned_after_exactly_max_attempts() {
+    let system = System::new();
+    let (client, mut worker) = system.worker(GuardConfig::default()).await;
+    let run = client.new_run();
+    let call_id = run.request("poison", json!({})).await.unwrap();
+    for _ in 0..3 {
+        system.probe.entered.notified().await;
+        drop(worker); // the call kills its worker
+        worker = system.worker(GuardConfig::default()).await.1;
+    }
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(failed(&outcome), (FailureKind::Abandoned, 3));
+    assert_eq!(
+        system.probe.runs.load(Ordering::SeqCst),
+        3,
+        "exactly max_attempts executions"
+    );
+    settled(&system.bus).await; // nothing lingers
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_at_most_once_call_is_outcome_unknown_and_never_rerun() {
+    let system = System::new();
+    let (client, first) = system.worker(GuardConfig::default()).await;
+    let run = client.new_run();
+    let call_id = run.request("charge", json!({"cents": 500})).await.unwrap();
+    system.probe.entered.notified().await;
+    drop(first);
+    let (_engine, _second) = system.worker(GuardConfig::default()).await;
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(failed(&outcome), (FailureKind::OutcomeUnknown, 1));
+    assert_eq!(system.probe.runs.load(Ordering::SeqCst), 1);
+
+    // The operator lists it and records what the bank says.
+    let unknown = client.outcome_unknown_calls().await.unwrap();
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(
+        (
+            unknown[0].call_id.clone(),
+            unknown[0].name.as_str(),
+            unknown[0].attempt
+        ),
+        (call_id.clone(), "charge", 1)
+    );
+    client
+        .resolve(
+            &unknown[0],
+            Resolution::Completed(json!("charged 500")),
+            "ops@example.com",
+        )
+        .await
+        .unwrap();
+    let resolved = facts_of(&run, event::TOOL_RESOLVED, 1).await.remove(0);
+    assert_eq!(resolved.data["result"], "charged 500");
+    assert!(client.outcome_unknown_calls().await.unwrap().is_empty());
+    assert!(
+        client
+            .resolve(&unknown[0], Resolution::Failed("x".into()), "ops")
+            .await
+            .is_err()
+    );
+    assert_eq!(system.probe.runs.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_duplicate_delivery_of_a_finished_call_does_not_run_it_again() {
+    let system = System::new();
+    let (client, _worker) = system.worker(GuardConfig::default()).await;
+    let run = client.new_run();
+    let call_id = run.request("count", json!({})).await.unwrap();
+    assert_eq!(
+        run.outcome(&call_id).await.unwrap().result(),
+        Some(&json!(1))
+    );
+    // The same request again, as a second message (outside any de-duplication).
+    let request = facts_of(&run, event::TOOL_REQUESTED, 1).await.remove(0);
+    system
+        .bus
+        .publish(&request.bus_subject(), request.to_bytes(), None)
+        .await
+        .unwrap();
+    // A later call in the run completes after the duplicate was handled (one consumer, in order).
+    assert_eq!(
+        run.call("count", json!({})).await.unwrap().result(),
+        Some(&json!(2))
+    );
+    assert_eq!(system.probe.runs.load(Ordering::SeqCst), 2);
+    assert_eq!(facts_of(&run, event::TOOL_COMPLETED, 2).await.len(), 2);
+    settled(&system.bus).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_guard_a_duplicate_runs_twice() {
+    let system = System::new();
+    let (client, _worker) = system
+        .worker(GuardConfig::default().with_enabled(false))
+        .await;
+    let run = client.new_run();
+    let call_id = run.request("count", json!({})).await.unwrap();
+    run.outcome(&call_id).await.unwrap();
+    let request = facts_of(&run, event::TOOL_REQUESTED, 1).await.remove(0);
+    system
+        .bus
+        .publish(&request.bus_subject(), request.to_bytes(), None)
+        .await
+        .unwrap();
+    run.call("count", json!({})).await.unwrap();
+    assert_eq!(
+        system.probe.runs.load(Ordering::SeqCst),
+        3,
+        "the duplicate ran: nothing detects it"
+    );
+    assert!(
+        client.store().keys("guard.").await.unwrap().is_empty(),
+        "no records"
+    );
+}
+
+/// A worker on its own single-threaded runtime, so the test can stall it by blocking
+/// that thread (the in-process analogue of SIGSTOP).
+struct StallableWorker {
+    runtime: tokio::runtime::Handle,
+    stop: Arc<Notify>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StallableWorker {
+    fn start(system: &System, guard: GuardConfig) -> StallableWorker {
+        let (bus, store, probe, ledger) = (
+            system.bus.clone(),
+            system.store.clone(),
+            system.probe.clone(),
+            system.ledger.clone(),
+        );
+        let stop = Arc::new(Notify::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stopper = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            tx.send(runtime.handle().clone()).unwrap();
+            runtime.block_on(async move {
+                let engine = Engine::new(bus, store);
+                let _handle = handler(&probe, &ledger, guard)
+                    .ack_wait(Duration::from_millis(300))
+                    .attach(&engine)
+                    .await
+                    .unwrap();
+                stopper.notified().await;
+            });
+        });
+        StallableWorker {
+            runtime: rx.recv().unwrap(),
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Blocks the worker's only thread for `d`: no renewals, no progress, no tool.
+    fn stall(&self, d: Duration) {
+        self.runtime.spawn(async move { std::thread::sleep(d) });
+    }
+}
+
+impl Drop for StallableWorker {
+    fn drop(&mut self) {
+        self.stop.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn short_lease(lost_lease: LostLease) -> GuardConfig {
+    GuardConfig::default()
+        .with_lease_ttl_s(0.3)
+        .with_heartbeat_s(0.05)
+        .with_wait_poll_s(0.05)
+        .with_lost_lease(lost_lease)
+}
+
+struct Stalled {
+    system: System,
+    run: RunHandle,
+    call_id: aaa_tools::CallId,
+    _stalled: StallableWorker,
+    _successor: HandlerHandle,
+}
+
+/// Attempt 1 runs on a worker that then stalls past its lease; a second worker takes
+/// over with attempt 2 and holds it; the stalled worker resumes and learns it lost.
+async fn stalled_worker_scenario(lost_lease: LostLease) -> Stalled {
+    let system = System::new();
+    let stalled = StallableWorker::start(&system, short_lease(lost_lease));
+    let client = system.engine();
+    let run = client.new_run();
+    let call_id = run.request("work", json!({"item": "row-1"})).await.unwrap();
+    system.probe.entered.notified().await; // attempt 1 runs on the stallable worker
+    stalled.stall(Duration::from_millis(1500));
+
+    // A second worker receives the request once its ack deadline passes, sees the lease
+    // lapse, and takes over with attempt 2.
+    let successor = handler(&system.probe, &system.ledger, short_lease(lost_lease))
+        .ack_wait(Duration::from_millis(300))
+        .attach(&client.sibling())
+        .await
+        .unwrap();
+    system.probe.entered.notified().await;
+    assert_eq!(system.probe.keys.lock().unwrap().last().unwrap().0, 2);
+
+    // The stalled worker resumes while attempt 2 runs, and learns it lost its lease.
+    let lost: AttemptFact = facts_of(&run, event::LEASE_LOST, 1).await[0]
+        .data_as()
+        .unwrap();
+    assert_eq!(lost.attempt, 1);
+    Stalled {
+        system,
+        run,
+        call_id,
+        _stalled: stalled,
+        _successor: successor,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_worker_that_resumes_under_finish_has_its_result_rejected() {
+    let Stalled {
+        system,
+        run,
+        call_id,
+        _stalled,
+        _successor,
+    } = stalled_worker_scenario(LostLease::Finish).await;
+    assert_eq!(
+        system.bus.ack_pending("aaa-tool-requests"),
+        1,
+        "the successor holds the message"
+    );
+    // Attempt 2 finishes first and writes under fence 2.
+    system.probe.release[&2].notify_one();
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(outcome.for_model(), "row-1 done by attempt 2");
+    // Attempt 1 runs on (Finish): the ledger rejects its older fence, and its result is
+    // dropped and audited, never committed.
+    system.probe.release[&1].notify_one();
+    let stale: StaleResult = facts_of(&run, event::STALE_RESULT, 1).await[0]
+        .data_as()
+        .unwrap();
+    assert_eq!((stale.attempt, stale.current_attempt), (1, 2));
+    assert_eq!(system.ledger.rejected.load(Ordering::SeqCst), 1);
+    let entries = system.ledger.entries.lock().unwrap().clone();
+    assert_eq!(
+        entries.values().next().unwrap(),
+        &(2, "row-1 by attempt 2".to_owned())
+    );
+    settled(&system.bus).await;
+    // Exactly one outcome fact.
+    let outcomes: Vec<Event> = run
+        .facts()
+        .await
+        .unwrap()
+        .take_while(|f| futures::future::ready(f.as_ref().unwrap().kind != event::STALE_RESULT))
+        .map(Result::unwrap)
+        .filter(|f| {
+            futures::future::ready(f.kind == event::TOOL_COMPLETED || f.kind == event::TOOL_FAILED)
+        })
+        .collect()
+        .await;
+    assert_eq!(outcomes.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_worker_that_resumes_under_cancel_stops_its_tool() {
+    let Stalled {
+        system,
+        run,
+        call_id,
+        _stalled,
+        _successor,
+    } = stalled_worker_scenario(LostLease::Cancel).await;
+    // The resumed worker cancels attempt 1 and records nothing; it does not touch the
+    // message its successor holds.
+    system.probe.cancel_seen.notified().await;
+    assert_eq!(system.probe.cancelled.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        system.bus.ack_pending("aaa-tool-requests"),
+        1,
+        "no ack, nak or term from the superseded worker"
+    );
+    system.probe.release[&2].notify_one();
+    assert_eq!(
+        run.outcome(&call_id).await.unwrap().for_model(),
+        "row-1 done by attempt 2"
+    );
+    assert_eq!(system.ledger.rejected.load(Ordering::SeqCst), 0);
+    settled(&system.bus).await;
+}
