@@ -93,7 +93,7 @@ impl Engine {
     /// An engine over `bus` and `store`. Engines built over clones of one bus and one
     /// store act as separate workers of one system.
     pub fn new(bus: impl Bus, store: impl GuardStore) -> Engine {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = crate::event::fast_uuid().simple().to_string();
         Engine {
             inner: Arc::new(EngineInner {
                 bus: Arc::new(bus),
@@ -107,7 +107,7 @@ impl Engine {
     /// A new engine over the same bus and store: another worker of the same system
     /// (with its own executor).
     pub fn sibling(&self) -> Engine {
-        let id = uuid::Uuid::new_v4().simple().to_string();
+        let id = crate::event::fast_uuid().simple().to_string();
         Engine {
             inner: Arc::new(EngineInner {
                 bus: self.inner.bus.clone(),
@@ -186,12 +186,13 @@ impl Engine {
 
 /// A fresh run id.
 pub fn new_run_id() -> RunId {
-    RunId::new(format!("run-{}", uuid::Uuid::new_v4().simple())).expect("a uuid is a valid id")
+    RunId::new(format!("run-{}", crate::event::fast_uuid().simple())).expect("a uuid is a valid id")
 }
 
 /// A fresh call id.
 pub fn new_call_id() -> CallId {
-    CallId::new(format!("call-{}", uuid::Uuid::new_v4().simple())).expect("a uuid is a valid id")
+    CallId::new(format!("call-{}", crate::event::fast_uuid().simple()))
+        .expect("a uuid is a valid id")
 }
 
 /// One tool call of a model turn.
@@ -450,6 +451,12 @@ impl RunHandle {
         let task = tokio::spawn(async move {
             while let Some(item) = stream.next().await {
                 let Ok(stored) = item else { break };
+                // Only outcomes matter here: skip the rest before parsing.
+                if !(stored.subject.ends_with(".tool.completed")
+                    || stored.subject.ends_with(".tool.failed"))
+                {
+                    continue;
+                }
                 let Ok(event) = Event::from_bytes(&stored.payload) else {
                     tracing::warn!(subject = %stored.subject, "skipping a fact that is not a valid event");
                     continue;

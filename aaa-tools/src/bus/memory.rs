@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream};
@@ -20,7 +20,8 @@ use super::{
 /// like JetStream's default).
 ///
 /// Clones share one bus, so several engines in one process act as workers on it. Time
-/// is tokio's clock, so tests with a paused clock control deadlines exactly.
+/// is tokio's clock, so tests with a paused clock control deadlines exactly. A publish
+/// wakes only the consumers and replays whose filters match its subject.
 ///
 /// The log lives in memory for the life of the bus: this is the embedded default for a
 /// single process and for tests, not a store that outlives the process.
@@ -31,7 +32,8 @@ pub struct MemoryBus {
 
 struct Shared {
     state: Mutex<State>,
-    changed: Notify,
+    /// Woken whenever a consumer's unsettled count may have dropped.
+    settled: Notify,
     next_holder: AtomicU64,
     dedup_window: Duration,
 }
@@ -42,14 +44,18 @@ struct State {
     recent_ids: HashMap<String, Instant>,
     recent_order: VecDeque<(Instant, String)>,
     consumers: HashMap<String, ConsumerState>,
+    /// Replay streams following the log, each woken only by matching publishes.
+    replays: Vec<(String, Weak<Notify>)>,
 }
 
 struct ConsumerState {
     filters: Vec<String>,
     ack_wait: Duration,
+    /// Wakes this consumer's subscriptions.
+    wake: Arc<Notify>,
     /// The next log index not yet looked at.
     cursor: usize,
-    /// Delivered and unsettled: seq -> (deliveries, deadline, holder).
+    /// Delivered and unsettled.
     pending: BTreeMap<u64, Pending>,
     /// To deliver again: seq -> (deliveries so far, not before).
     redeliver: BTreeMap<u64, (u32, Instant)>,
@@ -90,7 +96,7 @@ impl MemoryBus {
         MemoryBus {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
-                changed: Notify::new(),
+                settled: Notify::new(),
                 next_holder: AtomicU64::new(1),
                 dedup_window: Duration::from_secs(120),
             }),
@@ -111,7 +117,7 @@ impl MemoryBus {
     /// when it holds none). For tests and shutdown checks.
     pub async fn until_settled(&self, durable: &str) {
         loop {
-            let changed = self.shared.changed.notified();
+            let changed = self.shared.settled.notified();
             if self.ack_pending(durable) == 0 {
                 return;
             }
@@ -130,19 +136,18 @@ impl MemoryBus {
     }
 }
 
-fn settle(
-    shared: &Shared,
-    durable: &str,
-    seq: u64,
-    change: impl FnOnce(&mut ConsumerState, Instant),
-) {
+/// Applies a settlement to one consumer and wakes its subscriptions.
+fn settle(shared: &Shared, durable: &str, change: impl FnOnce(&mut ConsumerState, Instant)) {
     let mut state = shared.lock();
-    if let Some(consumer) = state.consumers.get_mut(durable) {
+    let wake = state.consumers.get_mut(durable).map(|consumer| {
         change(consumer, Instant::now());
-    }
+        consumer.wake.clone()
+    });
     drop(state);
-    shared.changed.notify_waiters();
-    let _ = seq;
+    if let Some(wake) = wake {
+        wake.notify_waiters();
+    }
+    shared.settled.notify_waiters();
 }
 
 struct MemoryAcker {
@@ -152,7 +157,7 @@ struct MemoryAcker {
 
 impl Acker for MemoryAcker {
     fn ack(&self, seq: u64) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, seq, |c, _| {
+        settle(&self.shared, &self.durable, |c, _| {
             c.pending.remove(&seq);
             c.redeliver.remove(&seq);
         });
@@ -160,7 +165,7 @@ impl Acker for MemoryAcker {
     }
 
     fn nak(&self, seq: u64, delay: Duration) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, seq, |c, now| {
+        settle(&self.shared, &self.durable, |c, now| {
             if let Some(p) = c.pending.remove(&seq) {
                 c.redeliver.insert(seq, (p.deliveries, now + delay));
             }
@@ -169,17 +174,18 @@ impl Acker for MemoryAcker {
     }
 
     fn in_progress(&self, seq: u64) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, seq, |c, now| {
-            let wait = c.ack_wait;
-            if let Some(p) = c.pending.get_mut(&seq) {
-                p.deadline = now + wait;
+        let mut state = self.shared.lock();
+        if let Some(consumer) = state.consumers.get_mut(&self.durable) {
+            let wait = consumer.ack_wait;
+            if let Some(p) = consumer.pending.get_mut(&seq) {
+                p.deadline = Instant::now() + wait;
             }
-        });
+        }
         Box::pin(async { Ok(()) })
     }
 
     fn term(&self, seq: u64) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, seq, |c, _| {
+        settle(&self.shared, &self.durable, |c, _| {
             c.pending.remove(&seq);
             c.redeliver.remove(&seq);
         });
@@ -189,6 +195,7 @@ impl Acker for MemoryAcker {
 
 struct MemorySubscription {
     shared: Arc<Shared>,
+    wake: Arc<Notify>,
     durable: String,
     holder: u64,
     acker: Arc<dyn Acker>,
@@ -196,13 +203,12 @@ struct MemorySubscription {
 
 impl Drop for MemorySubscription {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        if let Some(consumer) = state.consumers.get_mut(&self.durable) {
-            let now = Instant::now();
+        let holder = self.holder;
+        settle(&self.shared, &self.durable, |consumer, now| {
             let mine: Vec<u64> = consumer
                 .pending
                 .iter()
-                .filter(|(_, p)| p.holder == self.holder)
+                .filter(|(_, p)| p.holder == holder)
                 .map(|(seq, _)| *seq)
                 .collect();
             for seq in mine {
@@ -210,9 +216,7 @@ impl Drop for MemorySubscription {
                     consumer.redeliver.insert(seq, (p.deliveries, now));
                 }
             }
-        }
-        drop(state);
-        self.shared.changed.notify_waiters();
+        });
     }
 }
 
@@ -285,7 +289,7 @@ impl Subscription for MemorySubscription {
     fn next(&mut self) -> BusFuture<'_, Message> {
         Box::pin(async move {
             loop {
-                let changed = self.shared.changed.notified();
+                let changed = self.wake.notified();
                 match self.try_take() {
                     Ok(message) => return Ok(message),
                     Err(Some(wake)) => {
@@ -341,8 +345,26 @@ impl Bus for MemoryBus {
                 subject: subject.to_owned(),
                 payload,
             });
+            let mut wake: Vec<Arc<Notify>> = state
+                .consumers
+                .values()
+                .filter(|c| c.filters.iter().any(|f| subject_matches(f, subject)))
+                .map(|c| c.wake.clone())
+                .collect();
+            state
+                .replays
+                .retain(|(_, notify)| notify.strong_count() > 0);
+            wake.extend(
+                state
+                    .replays
+                    .iter()
+                    .filter(|(filter, _)| subject_matches(filter, subject))
+                    .filter_map(|(_, notify)| notify.upgrade()),
+            );
             drop(state);
-            self.shared.changed.notify_waiters();
+            for notify in wake {
+                notify.notify_waiters();
+            }
             Ok(())
         })
     }
@@ -362,6 +384,7 @@ impl Bus for MemoryBus {
                 .or_insert_with(|| ConsumerState {
                     filters: spec.filters.clone(),
                     ack_wait: spec.ack_wait,
+                    wake: Arc::new(Notify::new()),
                     cursor: 0,
                     pending: BTreeMap::new(),
                     redeliver: BTreeMap::new(),
@@ -375,6 +398,7 @@ impl Bus for MemoryBus {
                     ),
                 });
             }
+            let wake = consumer.wake.clone();
             drop(state);
             let holder = self.shared.next_holder.fetch_add(1, Ordering::Relaxed);
             let acker: Arc<dyn Acker> = Arc::new(MemoryAcker {
@@ -383,6 +407,7 @@ impl Bus for MemoryBus {
             });
             Ok(Box::new(MemorySubscription {
                 shared: self.shared.clone(),
+                wake,
                 durable: spec.durable.clone(),
                 holder,
                 acker,
@@ -397,34 +422,37 @@ impl Bus for MemoryBus {
         let shared = self.shared.clone();
         let filter = filter.to_owned();
         Box::pin(async move {
-            let stream = stream::unfold(
-                (shared, filter, 0usize),
-                |(shared, filter, mut index)| async move {
-                    loop {
-                        let changed = shared.changed.notified();
-                        let found = {
-                            let state = shared.lock();
-                            let mut found = None;
-                            while index < state.log.len() {
-                                let stored = &state.log[index];
-                                index += 1;
-                                if subject_matches(&filter, &stored.subject) {
-                                    found = Some(stored.clone());
-                                    break;
-                                }
+            let wake = Arc::new(Notify::new());
+            shared
+                .lock()
+                .replays
+                .push((filter.clone(), Arc::downgrade(&wake)));
+            let start = (shared, filter, 0usize, wake);
+            let stream = stream::unfold(start, |(shared, filter, mut index, wake)| async move {
+                loop {
+                    let changed = wake.notified();
+                    let found = {
+                        let state = shared.lock();
+                        let mut found = None;
+                        while index < state.log.len() {
+                            let stored = &state.log[index];
+                            index += 1;
+                            if subject_matches(&filter, &stored.subject) {
+                                found = Some(stored.clone());
+                                break;
                             }
-                            found
-                        };
-                        match found {
-                            Some(found) => {
-                                drop(changed);
-                                return Some((Ok(found), (shared, filter, index)));
-                            }
-                            None => changed.await,
                         }
+                        found
+                    };
+                    match found {
+                        Some(found) => {
+                            drop(changed);
+                            return Some((Ok(found), (shared, filter, index, wake)));
+                        }
+                        None => changed.await,
                     }
-                },
-            );
+                }
+            });
             Ok(Box::pin(stream) as BoxStream<'static, Result<Stored, BusError>>)
         })
     }
