@@ -110,15 +110,17 @@ enum Kind {
     RmcpRouter,
     RmcpDuplex,
     Engine,
+    EngineUnguarded,
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Direct,
         Kind::AaaTool,
         Kind::RmcpRouter,
         Kind::RmcpDuplex,
         Kind::Engine,
+        Kind::EngineUnguarded,
     ];
 
     fn name(self) -> &'static str {
@@ -128,6 +130,7 @@ impl Kind {
             Kind::RmcpRouter => "rmcp-router",
             Kind::RmcpDuplex => "rmcp-duplex",
             Kind::Engine => "engine",
+            Kind::EngineUnguarded => "engine-no-guard",
         }
     }
 
@@ -138,6 +141,7 @@ impl Kind {
             Kind::RmcpRouter => "(2a) rmcp ToolRouter in process",
             Kind::RmcpDuplex => "(2b) rmcp client/server, duplex",
             Kind::Engine => "(3) aaa embedded engine",
+            Kind::EngineUnguarded => "(3b) embedded engine, guard off",
         }
     }
 }
@@ -195,10 +199,12 @@ impl Subject {
                 }
             }
             Kind::RmcpDuplex => Subject::RmcpDuplex(Box::new(RmcpPair::connect().await)),
-            Kind::Engine => {
+            Kind::Engine | Kind::EngineUnguarded => {
                 let engine = Engine::embedded();
+                let guard = aaa_tools::GuardConfig::default().with_enabled(kind == Kind::Engine);
                 let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
                     .pool("default", IN_FLIGHT)
+                    .guard(guard)
                     .attach(&engine)
                     .await
                     .expect("handler attaches");
@@ -447,6 +453,13 @@ fn summary(rt: &Runtime) {
             engine.throughput / other.throughput
         );
     }
+    let unguarded = figures(Kind::EngineUnguarded);
+    println!();
+    println!(
+        "guard cost: guarded/unguarded latency {:.2}×, throughput {:.2}× (target: throughput ≥ 0.70×)",
+        engine.latency / unguarded.latency,
+        engine.throughput / unguarded.throughput
+    );
     let duplex = figures(Kind::RmcpDuplex);
     println!();
     println!(
