@@ -154,6 +154,13 @@ impl Event {
         Ok(event)
     }
 
+    /// Decodes `data` as `T`, consuming the event.
+    pub fn into_data<T: serde::de::DeserializeOwned>(self) -> Result<T, EventError> {
+        let kind = self.kind;
+        serde_json::from_value(self.data)
+            .map_err(|e| EventError(format!("`{kind}` event has invalid data: {e}")))
+    }
+
     /// Decodes `data` as `T`.
     pub fn data_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, EventError> {
         serde_json::from_value(self.data.clone())

@@ -547,6 +547,22 @@ impl Tool {
         args::drop_optional_nulls(schema, schema, args, 0);
     }
 
+    /// Normalizes `args` in place (see [`check_args`](Self::check_args)) and checks
+    /// them: what the handler does once, at admission.
+    pub(crate) fn normalize_and_check(&self, args: &mut Value) -> Result<(), ToolArgsError> {
+        self.normalize_args(args);
+        self.inner
+            .checker
+            .check(&self.inner.name, &self.inner.parameters, args)
+    }
+
+    /// Decodes arguments that [`normalize_and_check`](Self::normalize_and_check)
+    /// accepted, without checking them again.
+    pub(crate) fn prepare_checked(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
+        let body = (self.inner.prepare)(&self.inner.name, args)?;
+        Ok(PreparedCall { body })
+    }
+
     /// The idempotency key of a call: the tool's key function of the (checked)
     /// arguments, or `default` when the tool has none.
     pub fn idempotency_key(

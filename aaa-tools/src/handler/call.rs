@@ -243,7 +243,9 @@ pub(super) async fn execute(
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
         }
     };
-    let prepared = match entry.tool.prepare(arguments.clone()) {
+    // The arguments were checked at admission (and, for approvals, before they were
+    // recorded): decode only.
+    let prepared = match entry.tool.prepare_checked(arguments.clone()) {
         Ok(prepared) => prepared,
         Err(error) => {
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));

@@ -358,23 +358,27 @@ fn salvage(payload: &[u8]) -> Option<Call> {
 }
 
 async fn handle_request(core: &Core, message: Message) {
-    let parsed = Event::from_bytes(&message.payload)
-        .and_then(|event| event.data_as::<ToolRequested>().map(|data| (event, data)));
-    let (event, request) = match parsed {
-        Ok(ok) if ok.0.kind == TOOL_REQUESTED => ok,
-        Ok((event, _)) => {
-            tracing::error!(subject = %message.subject, kind = %event.kind, "not a tool request; terminating it");
+    let parsed = Event::from_bytes(&message.payload).and_then(|event| {
+        let (tenant, run, kind) = (
+            event.aaatenant.clone(),
+            event.aaarunid.clone(),
+            event.kind.clone(),
+        );
+        let data = event.into_data::<ToolRequested>();
+        data.map(|request| (tenant, run, kind, request))
+    });
+    let (tenant, run, request) = match parsed {
+        Ok((tenant, run, kind, request)) if kind == TOOL_REQUESTED => (tenant, run, request),
+        Ok((_, _, kind, _)) => {
+            tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
             let _ = message.term().await;
             return;
         }
         Err(error) => {
             tracing::error!(subject = %message.subject, %error, "unreadable tool request; terminating it");
             if let Some(call) = salvage(&message.payload) {
-                let outcome = call.failed(
-                    FailureKind::BadRequest,
-                    format!("the request could not be read: {error}"),
-                    0,
-                );
+                let text = format!("the request could not be read: {error}");
+                let outcome = call.failed(FailureKind::BadRequest, text, 0);
                 call::publish_outcome(core, &super::RetryPolicy::default(), &call, &outcome).await;
             }
             let _ = message.term().await;
@@ -382,8 +386,8 @@ async fn handle_request(core: &Core, message: Message) {
         }
     };
     let call = Call {
-        tenant: event.aaatenant,
-        run: event.aaarunid,
+        tenant,
+        run,
         call_id: request.call_id,
         name: request.name,
         meta: request.meta,
@@ -485,6 +489,7 @@ fn checked_arguments(entry: &Entry, arguments: Value) -> Result<Value, ToolArgsE
             other
         }
     };
-    entry.tool.check_args(&arguments)?;
+    let mut arguments = arguments;
+    entry.tool.normalize_and_check(&mut arguments)?;
     Ok(arguments)
 }
