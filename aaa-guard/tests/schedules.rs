@@ -172,7 +172,7 @@ impl Sim {
                             Worker::Running {
                                 attempt,
                                 stalled: false,
-                            } if self.now.as_secs() % HEARTBEAT.as_secs() == 0 => {
+                            } if self.now.as_secs().is_multiple_of(HEARTBEAT.as_secs()) => {
                                 // Renew: one CAS; losing it means a newer attempt exists.
                                 let (record, rev) = self.store.record.clone().expect("a record");
                                 if !record.is_held_by(attempt)

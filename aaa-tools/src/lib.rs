@@ -56,7 +56,38 @@
 //! - [`ToolError`], [`ToolArgsError`], [`CallError`]: failures in the model's words.
 //! - [`export`]: the registry's tools for OpenAI (strict and not), Anthropic, Gemini
 //!   and MCP `tools/list`.
-//! - The guard's configuration types, re-exported from `aaa-guard`.
+//! - [`Engine`], [`RunHandle`], [`Outcome`]: requesting calls and reading their facts;
+//!   [`event`] documents the wire format (CloudEvents 1.0, JSON).
+//! - [`ToolHandler`]: executing calls under timeouts, pools, approvals, guardrails
+//!   ([`GuardPolicy`]) and the stalled-worker guard (configured with [`GuardConfig`];
+//!   the state machine lives in `aaa-guard`).
+//! - [`bus`]: the [`Bus`](bus::Bus) trait and the embedded [`MemoryBus`](bus::MemoryBus);
+//!   [`GuardStore`] and [`MemoryStore`]: the record store.
+//!
+//! # Not here yet
+//!
+//! The JetStream bus and KV store for running workers on several machines (a `nats`
+//! feature) do not exist yet: today the engine runs in one process, on `MemoryBus` and
+//! `MemoryStore`. Both traits are shaped for JetStream (sequence-matched acks,
+//! compare-and-set on revisions).
+//!
+//! # Decisions
+//!
+//! - Ids are restricted to `[A-Za-z0-9_-]{1,128}` and odd ones are rejected, not
+//!   encoded, so an id means the same thing in every subject, key and log line.
+//! - [`ToolError`] does not implement `std::error::Error`, so that every other error
+//!   converts into it with `?` (as an internal error the model sees in generic words).
+//! - Without the guard (`enabled = false`) delivery is at least once and duplicates go
+//!   unnoticed; with it (the default), duplicates never run twice, lost attempts are
+//!   taken over under `at_least_once` and declared `outcome_unknown` under
+//!   `at_most_once`.
+//! - A null sent for an optional argument counts as leaving it out (OpenAI strict mode
+//!   sends nulls).
+//! - Approval deadlines are wall-clock times stored with the pending approval (any worker
+//!   may expire it); lease lapses never use wall clocks (see `aaa_guard::LeaseWatch`).
+//! - Outcome facts carry a message id derived from the call, so a republished outcome
+//!   is dropped by the bus's de-duplication window; a run handle takes a call's first
+//!   outcome as its outcome.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
