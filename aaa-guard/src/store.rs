@@ -59,7 +59,16 @@ pub struct Entry {
     pub revision: Revision,
 }
 
-/// A store of records with compare-and-set. See the [module docs](self).
+/// A store of records with compare-and-set: what guard records, pending approvals and
+/// run budgets live in.
+///
+/// Every state transition of a call is one atomic operation on one record:
+/// create-if-absent, compare-and-set on the record's revision, read, delete, list by
+/// key prefix. That maps one to one onto JetStream KV (`create`, `update` with the
+/// expected revision, `get`, `delete`, `keys`) and onto the in-process
+/// [`MemoryStore`]. Revisions change on every write. A write whose outcome is unknown
+/// (a timeout) surfaces as [`StoreError::Unavailable`]; callers read the record back
+/// before deciding what happened.
 ///
 /// Keys are `.`-separated tokens of `[A-Za-z0-9_-]` (valid NATS KV keys), such as
 /// `guard.default.run-1.call_7`.

@@ -70,7 +70,9 @@ macro_rules! id_type {
         pub struct $name(String);
 
         impl $name {
-            /// Validates `value` (see the [module docs](self)).
+            /// Validates `value`: 1 to 128 characters from `[A-Za-z0-9_-]`, safe in
+            /// event attributes, bus subjects and store keys. Anything else is an
+            /// [`IdError`] naming the id and the offending character.
             pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
                 let value = value.into();
                 check($which, &value)?;

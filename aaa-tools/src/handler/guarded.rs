@@ -252,7 +252,9 @@ pub(super) async fn run_call(
             Executed::Cancelled => return Disposition::Leave,
             Executed::Done(outcome) => outcome,
         };
-    commit(core, entry, call, &key, attempt, outcome).await
+    // The lease's last write is the likely current record: try it before reading.
+    let known = (!lease.is_lost()).then(|| lease.snapshot());
+    commit(core, entry, call, &key, attempt, outcome, known).await
 }
 
 /// Reads the record until this worker may run an attempt, or the call needs nothing
@@ -419,6 +421,7 @@ async fn commit(
     key: &str,
     attempt: u32,
     outcome: Outcome,
+    mut known: Option<(CallRecord, Revision)>,
 ) -> Disposition {
     let store = &**core.engine.store();
     let fence = entry.config.guard.fence_results;
@@ -428,7 +431,11 @@ async fn commit(
         data,
     };
     loop {
-        let (current, revision) = match read::<CallRecord>(store, key).await {
+        let found = match known.take() {
+            Some(known) => Ok(Some(known)),
+            None => read::<CallRecord>(store, key).await,
+        };
+        let (current, revision) = match found {
             Ok(Some(found)) => found,
             Ok(None) => return Disposition::Nak,
             Err(error) => {
