@@ -15,7 +15,9 @@
 //!    is cancelled and nothing is recorded, under `Finish` it runs on;
 //! 4. commits the outcome by compare-and-set on its attempt (the fence); a superseded
 //!    attempt's result is dropped and audited as `aaa.tool.stale_result`;
-//! 5. publishes the outcome, marks it published, and only then acks.
+//! 5. publishes the outcome and only then acks. A later delivery of the finished call
+//!    runs nothing: it publishes the recorded outcome again under the same message id
+//!    (the bus drops it when the fact is already there), records that it did, and acks.
 //!
 //! A superseded worker never acks, naks or reports progress on its message: JetStream
 //! matches acks by sequence, so a stale ack would settle the message its successor is
@@ -263,6 +265,30 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     let store = &**core.engine.store();
     let config = &entry.config.guard;
     let mut watch = LeaseWatch::new(config.lease_ttl());
+    if carrier.delivery_count == 1 {
+        // A first delivery is usually a new call: try to start it before reading.
+        let record = CallRecord::start(
+            &call.name,
+            &core.worker,
+            config.delivery,
+            config.max_attempts,
+        );
+        match write(store, key, &record, None).await {
+            Ok(revision) => {
+                return Claimed::Run {
+                    attempt: 1,
+                    record: Box::new(record),
+                    revision,
+                    previous: None,
+                };
+            }
+            Err(StoreError::Exists { .. } | StoreError::Conflict { .. }) => {}
+            Err(error) => {
+                tracing::warn!(%error, key, "could not record the attempt; the call will be delivered again");
+                return Claimed::Settled(Disposition::Nak);
+            }
+        }
+    }
     loop {
         let current = match read::<CallRecord>(store, key).await {
             Ok(current) => current,
@@ -357,7 +383,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 match write(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         let disposition =
-                            publish_recorded(core, entry, call, key, &record, revision).await;
+                            publish_recorded(core, entry, call, key, &record, revision, false)
+                                .await;
                         return Claimed::Settled(disposition);
                     }
                     Err(StoreError::Conflict { .. }) => continue,
@@ -372,7 +399,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     return Claimed::Settled(Disposition::Ack);
                 }
                 return Claimed::Settled(
-                    publish_recorded(core, entry, call, key, &record, revision).await,
+                    publish_recorded(core, entry, call, key, &record, revision, true).await,
                 );
             }
         }
@@ -380,6 +407,9 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
 }
 
 /// Publishes a recorded outcome and marks it published.
+/// Publishes a recorded outcome. `mark` records that it was published: the path that
+/// commits an outcome skips that write (a later duplicate delivery publishes again under
+/// the same message id, which the bus drops, and marks it then).
 async fn publish_recorded(
     core: &Core,
     entry: &Entry,
@@ -387,6 +417,7 @@ async fn publish_recorded(
     key: &str,
     record: &CallRecord,
     revision: Revision,
+    mark: bool,
 ) -> Disposition {
     let Some(outcome) = &record.outcome else {
         return Disposition::Ack;
@@ -401,6 +432,9 @@ async fn publish_recorded(
     .await;
     if !published {
         return Disposition::Nak;
+    }
+    if !mark {
+        return Disposition::Ack;
     }
     // Losing this race is fine: whoever wrote first also published.
     let _ = write(
@@ -459,7 +493,7 @@ async fn commit(
         let finished = current.finished(recorded.clone());
         match write(store, key, &finished, Some(revision)).await {
             Ok(revision) => {
-                return publish_recorded(core, entry, call, key, &finished, revision).await;
+                return publish_recorded(core, entry, call, key, &finished, revision, false).await;
             }
             Err(StoreError::Conflict { .. }) => continue,
             Err(error) => {
