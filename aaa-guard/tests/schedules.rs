@@ -41,7 +41,7 @@ impl Store {
 enum Worker {
     Idle,
     /// Holds a delivery and watches a live holder.
-    Waiting(LeaseWatchState),
+    Waiting(LeaseWatch),
     /// Runs `attempt`; renews while not stalled.
     Running {
         attempt: u32,
@@ -49,12 +49,6 @@ enum Worker {
     },
     Crashed,
 }
-
-#[derive(Clone, Debug)]
-struct LeaseWatchState(LeaseWatchBox);
-
-#[derive(Clone, Debug)]
-struct LeaseWatchBox(std::sync::Arc<std::sync::Mutex<LeaseWatch>>);
 
 #[derive(Clone, Debug)]
 enum Step {
@@ -108,11 +102,11 @@ impl Sim {
     }
 
     /// One look at the record by worker `w` holding a delivery (what `claim` does).
-    fn look(&mut self, w: usize, watch: LeaseWatchBox) {
+    fn look(&mut self, w: usize, mut watch: LeaseWatch) {
         let current = self.store.record.clone();
         let lapsed = current
             .as_ref()
-            .is_some_and(|(_, rev)| watch.0.lock().unwrap().observe(*rev, self.now));
+            .is_some_and(|(_, rev)| watch.observe(*rev, self.now));
         let name = format!("w{w}");
         match CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed) {
             OnDelivery::Start => {
@@ -125,7 +119,7 @@ impl Sim {
                     };
                 }
             }
-            OnDelivery::Wait => self.workers[w] = Worker::Waiting(LeaseWatchState(watch)),
+            OnDelivery::Wait => self.workers[w] = Worker::Waiting(watch),
             OnDelivery::TakeOver { next } => {
                 let (old, rev) = current.expect("a record");
                 if self.store.cas(Some(rev), old.taken_over(&name)).is_some() {
@@ -156,12 +150,7 @@ impl Sim {
         match step {
             Step::Deliver(w) => {
                 if matches!(self.workers[w], Worker::Idle | Worker::Crashed) {
-                    self.look(
-                        w,
-                        LeaseWatchBox(std::sync::Arc::new(std::sync::Mutex::new(LeaseWatch::new(
-                            TTL,
-                        )))),
-                    );
+                    self.look(w, LeaseWatch::new(TTL));
                 }
             }
             Step::Advance(seconds) => {
@@ -181,7 +170,7 @@ impl Sim {
                                     self.workers[w] = Worker::Idle; // lease lost: cancel
                                 }
                             }
-                            Worker::Waiting(watch) => self.look(w, watch.0),
+                            Worker::Waiting(watch) => self.look(w, watch),
                             _ => {}
                         }
                     }
