@@ -46,6 +46,21 @@ struct State {
     consumers: HashMap<String, ConsumerState>,
     /// Replay streams following the log, each woken only by matching publishes.
     replays: Vec<(String, Weak<Notify>)>,
+    /// Log positions by their subject's first three tokens (`aaa.<tenant>.<run>`), so
+    /// replaying one run reads that run's messages, not the whole log.
+    by_prefix: HashMap<String, Vec<usize>>,
+}
+
+/// The first three tokens of a subject, when it has more.
+fn prefix_of(subject: &str) -> Option<&str> {
+    let third = subject.match_indices('.').map(|(i, _)| i).nth(2)?;
+    Some(&subject[..third])
+}
+
+/// The literal first three tokens of a filter whose wildcards all come later.
+fn literal_prefix_of(filter: &str) -> Option<&str> {
+    let prefix = prefix_of(filter)?;
+    (!prefix.split('.').any(|t| t == "*" || t == ">")).then_some(prefix)
 }
 
 struct ConsumerState {
@@ -340,6 +355,14 @@ impl Bus for MemoryBus {
                 state.recent_order.push_back((now, id.to_owned()));
             }
             let seq = state.log.len() as u64 + 1;
+            if let Some(prefix) = prefix_of(subject) {
+                let position = state.log.len();
+                state
+                    .by_prefix
+                    .entry(prefix.to_owned())
+                    .or_default()
+                    .push(position);
+            }
             state.log.push(Stored {
                 seq,
                 subject: subject.to_owned(),
@@ -434,9 +457,21 @@ impl Bus for MemoryBus {
                     let found = {
                         let state = shared.lock();
                         let mut found = None;
-                        while index < state.log.len() {
-                            let stored = &state.log[index];
+                        // `index` counts positions in the run's index when the filter
+                        // names one run, in the whole log otherwise.
+                        let positions = literal_prefix_of(&filter).map(|p| state.by_prefix.get(p));
+                        let len = match positions {
+                            Some(Some(positions)) => positions.len(),
+                            Some(None) => 0,
+                            None => state.log.len(),
+                        };
+                        while index < len {
+                            let position = match positions {
+                                Some(Some(positions)) => positions[index],
+                                _ => index,
+                            };
                             index += 1;
+                            let stored = &state.log[position];
                             if subject_matches(&filter, &stored.subject) {
                                 found = Some(stored.clone());
                                 break;
@@ -557,6 +592,28 @@ mod tests {
         bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
         assert_eq!(bus.len(), 2);
         assert!(bus.publish("q.*", vec![], None).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replaying_one_run_reads_only_its_messages_in_order() {
+        let bus = MemoryBus::new();
+        for i in 0..50 {
+            publish(&bus, &format!("aaa.t.run-{}.tool.x", i % 5), &i.to_string()).await;
+        }
+        let mut replay = bus.replay("aaa.t.run-3.>").await.unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..10 {
+            seen.push(String::from_utf8(replay.next().await.unwrap().unwrap().payload).unwrap());
+        }
+        let expected: Vec<String> = (0..50)
+            .filter(|i| i % 5 == 3)
+            .map(|i| i.to_string())
+            .collect();
+        assert_eq!(seen, expected);
+        publish(&bus, "aaa.t.run-3.tool.y", "late").await;
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"late");
+        assert_eq!(prefix_of("aaa.t.r.tool.x"), Some("aaa.t.r"));
+        assert_eq!(literal_prefix_of("aaa.*.r.>"), None);
     }
 
     #[tokio::test(start_paused = true)]
