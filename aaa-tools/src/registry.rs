@@ -87,40 +87,12 @@ impl ToolRegistry {
 
     /// Up to three registered names closest to `name` (for an `unknown_tool` message).
     pub fn closest_names(&self, name: &str) -> Vec<&str> {
-        let lowered = name.to_lowercase();
-        let mut scored: Vec<(f64, &str)> = self
-            .names()
-            .map(|candidate| {
-                (
-                    strsim::jaro_winkler(&lowered, &candidate.to_lowercase()),
-                    candidate,
-                )
-            })
-            .filter(|(score, _)| *score >= 0.7)
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.into_iter().take(3).map(|(_, n)| n).collect()
+        closest_names(name, self.tools.iter().map(Tool::name))
     }
 
     /// The model-readable message for a call of an unregistered tool.
     pub fn unknown_tool_message(&self, name: &str) -> String {
-        let shown = args::cut(name, 64);
-        let closest = self.closest_names(name);
-        if closest.is_empty() {
-            format!(
-                "there is no tool named `{shown}`; the tools are: {}",
-                self.names().collect::<Vec<_>>().join(", ")
-            )
-        } else {
-            format!(
-                "there is no tool named `{shown}`; did you mean {}?",
-                closest
-                    .iter()
-                    .map(|n| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            )
-        }
+        unknown_tool_message(name, self.tools.iter().map(Tool::name))
     }
 
     /// Parses raw argument text (as a model sends it), enforcing the size limit before
@@ -153,6 +125,45 @@ impl ToolRegistry {
     /// The context for a call, with the registry's state added.
     pub fn inject_state(&self, ctx: ToolContext) -> ToolContext {
         ctx.with_registry_state(&self.state)
+    }
+}
+
+/// Up to three of `names` closest to `name` (Jaro-Winkler similarity of at least 0.7,
+/// ignoring case), best first.
+pub(crate) fn closest_names<'a>(name: &str, names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let lowered = name.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = names
+        .map(|candidate| {
+            (
+                strsim::jaro_winkler(&lowered, &candidate.to_lowercase()),
+                candidate,
+            )
+        })
+        .filter(|(score, _)| *score >= 0.7)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+    scored.into_iter().take(3).map(|(_, n)| n).collect()
+}
+
+/// What the model reads when it calls `name` and only `names` exist: the closest names,
+/// or every name when none is close.
+pub(crate) fn unknown_tool_message<'a>(
+    name: &str,
+    names: impl Iterator<Item = &'a str> + Clone,
+) -> String {
+    let shown = args::cut(name, 64);
+    let closest = closest_names(name, names.clone());
+    if closest.is_empty() {
+        format!(
+            "there is no tool named `{shown}`; the tools are: {}",
+            names.collect::<Vec<_>>().join(", ")
+        )
+    } else {
+        let quoted: Vec<String> = closest.iter().map(|n| format!("`{n}`")).collect();
+        format!(
+            "there is no tool named `{shown}`; did you mean {}?",
+            quoted.join(" or ")
+        )
     }
 }
 

@@ -248,30 +248,7 @@ impl Core {
 
     fn unknown_tool_message(&self, name: &str) -> String {
         let order = self.order.read().unwrap_or_else(|p| p.into_inner());
-        let lowered = name.to_lowercase();
-        let mut scored: Vec<(f64, &String)> = order
-            .iter()
-            .map(|n| (strsim::jaro_winkler(&lowered, &n.to_lowercase()), n))
-            .filter(|(s, _)| *s >= 0.7)
-            .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let shown = args::cut(name, 64);
-        if scored.is_empty() {
-            format!(
-                "there is no tool named `{shown}`; the tools are: {}",
-                order.join(", ")
-            )
-        } else {
-            let names: Vec<String> = scored
-                .iter()
-                .take(3)
-                .map(|(_, n)| format!("`{n}`"))
-                .collect();
-            format!(
-                "there is no tool named `{shown}`; did you mean {}?",
-                names.join(" or ")
-            )
-        }
+        crate::registry::unknown_tool_message(name, order.iter().map(String::as_str))
     }
 
     pub(super) fn heartbeat(&self) -> Duration {
