@@ -265,32 +265,16 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     let store = &**core.engine.store();
     let config = &entry.config.guard;
     let mut watch = LeaseWatch::new(config.lease_ttl());
-    if carrier.delivery_count == 1 {
-        // A first delivery is usually a new call: try to start it before reading.
-        let record = CallRecord::start(
-            &call.name,
-            &core.worker,
-            config.delivery,
-            config.max_attempts,
-        );
-        match write(store, key, &record, None).await {
-            Ok(revision) => {
-                return Claimed::Run {
-                    attempt: 1,
-                    record: Box::new(record),
-                    revision,
-                    previous: None,
-                };
-            }
-            Err(StoreError::Exists { .. } | StoreError::Conflict { .. }) => {}
-            Err(error) => {
-                tracing::warn!(%error, key, "could not record the attempt; the call will be delivered again");
-                return Claimed::Settled(Disposition::Nak);
-            }
-        }
-    }
+    // A first delivery is usually a new call: try to start it before reading (a create
+    // that finds the record falls back to reading it).
+    let mut assume_new = carrier.delivery_count == 1;
     loop {
-        let current = match read::<CallRecord>(store, key).await {
+        let found = if std::mem::take(&mut assume_new) {
+            Ok(None)
+        } else {
+            read::<CallRecord>(store, key).await
+        };
+        let current = match found {
             Ok(current) => current,
             Err(error) => {
                 tracing::warn!(%error, key, "the guard store failed; the call will be delivered again");
