@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
 use crate::event::{Resolved, TOOL_RESOLVED};
-use crate::handler::{guard_key, read_record, write_record};
+use crate::handler::{call_of_key, guard_key, read_record, write_record};
 use crate::ids::{CallId, RunId, TenantId};
 
 /// A call left in `outcome_unknown`: an `at_most_once` attempt was lost, and nobody
@@ -49,15 +49,13 @@ impl Engine {
             if record.state != CallState::OutcomeUnknown {
                 continue;
             }
-            let mut parts = key.splitn(4, '.').skip(1);
-            let (Some(tenant), Some(run), Some(call)) = (parts.next(), parts.next(), parts.next())
-            else {
+            let Some((tenant, run, call_id)) = call_of_key(&key) else {
                 continue;
             };
             found.push(UnknownCall {
-                tenant: TenantId::new(tenant)?,
-                run: RunId::new(run)?,
-                call_id: CallId::new(call)?,
+                tenant,
+                run,
+                call_id,
                 name: record.name.clone(),
                 attempt: record.attempt,
                 worker: record.holder.clone(),

@@ -16,7 +16,6 @@ use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalDecision,
     ApprovalRequested, Event, FailureKind,
 };
-use crate::ids::{CallId, RunId, TenantId};
 
 pub(super) async fn request_approval(
     core: &Core,
@@ -49,10 +48,7 @@ pub(super) async fn request_approval(
     loop {
         let current = match records::read::<ApprovalRecord>(store, &key).await {
             Ok(current) => current,
-            Err(error) => {
-                tracing::warn!(%error, "the approval store failed; the request will be delivered again");
-                return Disposition::Nak;
-            }
+            Err(error) => return store_failed(&error, "request"),
         };
         let written = match current {
             None => store
@@ -109,10 +105,7 @@ pub(super) async fn request_approval(
                 return run_granted(core, entry, call, &key, revision, *record, message).await;
             }
             Err(StoreError::Conflict { .. } | StoreError::Exists { .. }) => continue,
-            Err(error) => {
-                tracing::warn!(%error, "the approval store failed; the request will be delivered again");
-                return Disposition::Nak;
-            }
+            Err(error) => return store_failed(&error, "request"),
         }
     }
     let data = ApprovalRequested {
@@ -188,7 +181,19 @@ async fn run_granted(
     disposition
 }
 
+/// Logs a failed approval-store operation; the message is delivered again.
+fn store_failed(error: &StoreError, what: &str) -> Disposition {
+    tracing::warn!(%error, "the approval store failed; the {what} will be delivered again");
+    Disposition::Nak
+}
+
+/// Handles one approval decision and settles its message.
 pub(super) async fn handle_signal(core: &Core, message: Message) {
+    let disposition = decide(core, &message).await;
+    call::settle(&message, disposition).await;
+}
+
+async fn decide(core: &Core, message: &Message) -> Disposition {
     let parsed = Event::from_bytes(&message.payload).and_then(|event| {
         event
             .data_as::<ApprovalDecision>()
@@ -198,25 +203,19 @@ pub(super) async fn handle_signal(core: &Core, message: Message) {
         Ok(ok) => ok,
         Err(error) => {
             tracing::error!(subject = %message.subject, %error, "unreadable approval decision; terminating it");
-            let _ = message.term().await;
-            return;
+            return Disposition::Term;
         }
     };
     let granted = event.kind == APPROVAL_GRANTED;
     if !granted && event.kind != APPROVAL_DENIED {
-        let _ = message.term().await;
-        return;
+        return Disposition::Term;
     }
     let store = &**core.engine.store();
     let key = approval_key(&event.aaatenant, &event.aaarunid, &decision.call_id);
     loop {
         let current = match records::read::<ApprovalRecord>(store, &key).await {
             Ok(current) => current,
-            Err(error) => {
-                tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
-                let _ = message.nak(Duration::from_secs(1)).await;
-                return;
-            }
+            Err(error) => return store_failed(&error, "decision"),
         };
         let Some((record, revision)) = current else {
             // The decision came first: keep it for when the request arrives.
@@ -235,16 +234,9 @@ pub(super) async fn handle_signal(core: &Core, message: Message) {
                 granted_by: granted.then(|| event.id.clone()),
             };
             match store.create(&key, records::encode(&early)).await {
-                Ok(_) => {
-                    call::settle(&message, Disposition::Ack).await;
-                    return;
-                }
+                Ok(_) => return Disposition::Ack,
                 Err(StoreError::Exists { .. }) => continue,
-                Err(error) => {
-                    tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
-                    let _ = message.nak(Duration::from_secs(1)).await;
-                    return;
-                }
+                Err(error) => return store_failed(&error, "decision"),
             }
         };
         let call = Call {
@@ -254,98 +246,64 @@ pub(super) async fn handle_signal(core: &Core, message: Message) {
             name: record.name.clone(),
             meta: record.meta.clone(),
         };
-        match record.state {
-            ApprovalState::Pending => {
-                if decision
-                    .fingerprint
-                    .as_ref()
-                    .is_some_and(|f| Some(f) != record.fingerprint.as_ref())
-                {
-                    tracing::warn!(call_id = %call.call_id, "an approval decision named other arguments; ignoring it");
-                    call::settle(&message, Disposition::Ack).await;
-                    return;
-                }
-                if !granted {
-                    let done = ApprovalRecord {
-                        state: ApprovalState::Done,
-                        reason: decision.reason.clone(),
-                        ..record
-                    };
-                    match store.update(&key, records::encode(&done), revision).await {
-                        Ok(_) => {}
-                        Err(StoreError::Conflict { .. }) => continue,
-                        Err(error) => {
-                            tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
-                            let _ = message.nak(Duration::from_secs(1)).await;
-                            return;
-                        }
-                    }
-                    let outcome = call.failed(
-                        FailureKind::Denied,
-                        denial_message(decision.reason.as_deref()),
-                        0,
-                    );
-                    let retry = core
-                        .entry(&call.name)
-                        .map(|e| e.handler.result_retry.clone())
-                        .unwrap_or_default();
-                    let published = call::publish_outcome(core, &retry, &call, &outcome).await;
-                    call::settle(&message, call::ack_if(published)).await;
-                    return;
-                }
-                let Some(entry) = core.entry(&call.name) else {
-                    // A worker that does not serve this tool leaves the grant for one that does.
-                    let _ = message.nak(Duration::from_secs(1)).await;
-                    return;
-                };
-                let granted_record = ApprovalRecord {
-                    state: ApprovalState::Granted,
-                    granted_by: Some(event.id.clone()),
-                    ..record
-                };
-                match store
-                    .update(&key, records::encode(&granted_record), revision)
-                    .await
-                {
-                    Ok(revision) => {
-                        run_granted(
-                            core,
-                            &entry,
-                            &call,
-                            &key,
-                            revision,
-                            granted_record,
-                            &message,
-                        )
-                        .await;
-                        return;
-                    }
-                    Err(StoreError::Conflict { .. }) => continue,
-                    Err(error) => {
-                        tracing::warn!(%error, "the approval store failed; the decision will be delivered again");
-                        let _ = message.nak(Duration::from_secs(1)).await;
-                        return;
-                    }
-                }
-            }
-            // The same grant delivered again: its worker died mid-call; resume it.
-            ApprovalState::Granted
-                if granted && record.granted_by.as_deref() == Some(event.id.as_str()) =>
-            {
-                let Some(entry) = core.entry(&call.name) else {
-                    let _ = message.nak(Duration::from_secs(1)).await;
-                    return;
-                };
-                let disposition =
-                    run_granted(core, &entry, &call, &key, revision, record, &message).await;
-                call::settle(&message, disposition).await;
-                return;
-            }
+        let resumed = record.state == ApprovalState::Granted
+            && granted
+            && record.granted_by.as_deref() == Some(event.id.as_str());
+        if record.state != ApprovalState::Pending && !resumed {
             // A second decision, or one for a settled call: nothing to do.
-            _ => {
-                call::settle(&message, Disposition::Ack).await;
-                return;
+            return Disposition::Ack;
+        }
+        if decision
+            .fingerprint
+            .as_ref()
+            .is_some_and(|f| Some(f) != record.fingerprint.as_ref())
+        {
+            tracing::warn!(call_id = %call.call_id, "an approval decision named other arguments; ignoring it");
+            return Disposition::Ack;
+        }
+        if !granted {
+            let done = ApprovalRecord {
+                state: ApprovalState::Done,
+                reason: decision.reason.clone(),
+                ..record
+            };
+            match store.update(&key, records::encode(&done), revision).await {
+                Ok(_) => {}
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(error) => return store_failed(&error, "decision"),
             }
+            let outcome = call.failed(
+                FailureKind::Denied,
+                denial_message(decision.reason.as_deref()),
+                0,
+            );
+            let published =
+                call::publish_outcome(core, &core.retry_for(&call.name), &call, &outcome).await;
+            return call::ack_if(published);
+        }
+        let Some(entry) = core.entry(&call.name) else {
+            // A worker that does not serve this tool leaves the grant for one that does.
+            return Disposition::Nak;
+        };
+        if resumed {
+            // The same grant delivered again: its worker died mid-call; resume it.
+            return run_granted(core, &entry, &call, &key, revision, record, message).await;
+        }
+        let granted_record = ApprovalRecord {
+            state: ApprovalState::Granted,
+            granted_by: Some(event.id.clone()),
+            ..record
+        };
+        match store
+            .update(&key, records::encode(&granted_record), revision)
+            .await
+        {
+            Ok(revision) => {
+                return run_granted(core, &entry, &call, &key, revision, granted_record, message)
+                    .await;
+            }
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return store_failed(&error, "decision"),
         }
     }
 }
@@ -380,15 +338,7 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             if record.state != ApprovalState::Pending || record.deadline_ms > now {
                 continue;
             }
-            let mut parts = key.splitn(4, '.').skip(1);
-            let (Some(tenant), Some(run), Some(call_id)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let (Ok(tenant), Ok(run), Ok(call_id)) =
-                (TenantId::new(tenant), RunId::new(run), CallId::new(call_id))
-            else {
+            let Some((tenant, run, call_id)) = records::call_of_key(&key) else {
                 continue;
             };
             let done = ApprovalRecord {
@@ -414,10 +364,7 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
                 "nobody approved this call in time; it did not run",
                 0,
             );
-            let retry = core
-                .entry(&call.name)
-                .map(|e| e.handler.result_retry.clone())
-                .unwrap_or_default();
+            let retry = core.retry_for(&call.name);
             call::publish_outcome(&core, &retry, &call, &outcome).await;
         }
     }

@@ -46,6 +46,8 @@ pub(super) enum Disposition {
     /// This worker was superseded: touch nothing (an ack would settle the message its
     /// successor holds).
     Leave,
+    /// The message can never be handled (unreadable): never deliver it again.
+    Term,
 }
 
 impl Call {
@@ -155,6 +157,7 @@ pub(super) async fn settle(message: &Message, disposition: Disposition) {
         Disposition::Ack => message.ack().await,
         Disposition::Nak => message.nak(Duration::from_secs(1)).await,
         Disposition::Leave => Ok(()),
+        Disposition::Term => message.term().await,
     };
     if let Err(error) = result {
         tracing::warn!(%error, seq = message.seq, "could not settle a message; it will be delivered again");

@@ -251,6 +251,13 @@ impl Core {
         crate::registry::unknown_tool_message(name, order.iter().map(String::as_str))
     }
 
+    /// The result retry policy of the tool `name` (the default for unknown tools).
+    pub(super) fn retry_for(&self, name: &str) -> super::RetryPolicy {
+        self.entry(name)
+            .map(|e| e.handler.result_retry.clone())
+            .unwrap_or_default()
+    }
+
     pub(super) fn heartbeat(&self) -> Duration {
         self.ack_wait / 3
     }

@@ -43,6 +43,7 @@ pub(crate) use executor::Executor;
 pub use executor::HandlerHandle;
 pub(crate) use guarded::{guard_key, read_record, write_record};
 pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
+pub(crate) use records::call_of_key;
 pub use retry::RetryPolicy;
 
 use crate::bus::BusError;

@@ -56,6 +56,17 @@ pub(crate) fn approval_key(tenant: &TenantId, run: &RunId, call: &CallId) -> Str
     format!("approval.{tenant}.{run}.{call}")
 }
 
+/// The tenant, run and call of a per-call key (`<kind>.<tenant>.<run>.<call>`).
+pub(crate) fn call_of_key(key: &str) -> Option<(TenantId, RunId, CallId)> {
+    let mut parts = key.splitn(4, '.').skip(1);
+    let (tenant, run, call) = (parts.next()?, parts.next()?, parts.next()?);
+    Some((
+        TenantId::new(tenant).ok()?,
+        RunId::new(run).ok()?,
+        CallId::new(call).ok()?,
+    ))
+}
+
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
