@@ -59,7 +59,8 @@ fn pointer_to_path(pointer: &str) -> String {
     }
 }
 
-fn join_path(parent: &str, child: &str) -> String {
+/// `parent.child`, or `child` when the parent is the arguments object itself.
+pub(crate) fn join_path(parent: &str, child: &str) -> String {
     if parent == ArgProblem::ROOT {
         child.to_owned()
     } else {

@@ -128,6 +128,7 @@ pub struct ToolContext {
     pub(crate) inner: Arc<ContextInner>,
 }
 
+#[derive(Clone)]
 pub(crate) struct ContextInner {
     pub(crate) run_id: RunId,
     pub(crate) call_id: CallId,
@@ -281,23 +282,10 @@ impl ToolContext {
         if state.0.is_empty() {
             return self;
         }
-        let mut merged = self.inner.state.clone();
-        merged.merge(state);
+        let mut inner = (*self.inner).clone();
+        inner.state.merge(state);
         ToolContext {
-            inner: Arc::new(ContextInner {
-                run_id: self.inner.run_id.clone(),
-                call_id: self.inner.call_id.clone(),
-                tenant: self.inner.tenant.clone(),
-                tool: self.inner.tool.clone(),
-                attempt: self.inner.attempt,
-                fence: self.inner.fence,
-                idempotency_key: self.inner.idempotency_key.clone(),
-                meta: self.inner.meta.clone(),
-                cancel: self.inner.cancel.clone(),
-                state: merged,
-                engine: self.inner.engine.clone(),
-                permit: self.inner.permit.clone(),
-            }),
+            inner: Arc::new(inner),
         }
     }
 }
@@ -405,6 +393,12 @@ impl ToolContextBuilder {
     /// Runs the call under `engine` (enables delegation).
     pub fn engine(mut self, engine: Engine) -> Self {
         self.engine = Some(engine);
+        self
+    }
+
+    /// Adds every value of a registry's state (values set on the builder win).
+    pub(crate) fn registry_state(mut self, state: &StateMap) -> Self {
+        self.state.merge(state);
         self
     }
 

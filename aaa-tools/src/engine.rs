@@ -93,25 +93,21 @@ impl Engine {
     /// An engine over `bus` and `store`. Engines built over clones of one bus and one
     /// store act as separate workers of one system.
     pub fn new(bus: impl Bus, store: impl GuardStore) -> Engine {
-        let id = crate::event::fast_uuid().simple().to_string();
-        Engine {
-            inner: Arc::new(EngineInner {
-                bus: Arc::new(bus),
-                store: Arc::new(store),
-                source: format!("aaa-tools/engine/{}", &id[..12]),
-                executor: Mutex::new(Weak::new()),
-            }),
-        }
+        Engine::over(Arc::new(bus), Arc::new(store))
     }
 
     /// A new engine over the same bus and store: another worker of the same system
     /// (with its own executor).
     pub fn sibling(&self) -> Engine {
+        Engine::over(self.inner.bus.clone(), self.inner.store.clone())
+    }
+
+    fn over(bus: Arc<dyn Bus>, store: Arc<dyn GuardStore>) -> Engine {
         let id = crate::event::fast_uuid().simple().to_string();
         Engine {
             inner: Arc::new(EngineInner {
-                bus: self.inner.bus.clone(),
-                store: self.inner.store.clone(),
+                bus,
+                store,
                 source: format!("aaa-tools/engine/{}", &id[..12]),
                 executor: Mutex::new(Weak::new()),
             }),

@@ -570,15 +570,23 @@ impl Tool {
         args: &Value,
         default: impl FnOnce() -> String,
     ) -> Result<String, ToolArgsError> {
+        if self.inner.idempotency_key.is_none() {
+            return Ok(default());
+        }
+        let mut normalized = args.clone();
+        self.normalize_and_check(&mut normalized)?;
+        self.idempotency_key_checked(&normalized, default)
+    }
+
+    /// [`idempotency_key`](Self::idempotency_key) of arguments that
+    /// [`normalize_and_check`](Self::normalize_and_check) accepted.
+    pub(crate) fn idempotency_key_checked(
+        &self,
+        args: &Value,
+        default: impl FnOnce() -> String,
+    ) -> Result<String, ToolArgsError> {
         match &self.inner.idempotency_key {
-            Some(key) => {
-                let mut normalized = args.clone();
-                self.normalize_args(&mut normalized);
-                self.inner
-                    .checker
-                    .check(&self.inner.name, &self.inner.parameters, &normalized)?;
-                key(&self.inner.name, &normalized)
-            }
+            Some(key) => key(&self.inner.name, args),
             None => Ok(default()),
         }
     }

@@ -489,9 +489,12 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
     );
     assert_eq!(seen.paid.load(Ordering::SeqCst), 2);
     // Every decision was acknowledged, so none comes back to run a call again.
-    tokio::time::timeout(Duration::from_secs(5), bus.until_settled("aaa-approval-signals"))
-        .await
-        .expect("every approval decision was acknowledged");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bus.until_settled("aaa-approval-signals"),
+    )
+    .await
+    .expect("every approval decision was acknowledged");
 }
 
 #[tokio::test(flavor = "multi_thread")]

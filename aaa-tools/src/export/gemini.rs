@@ -2,6 +2,9 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::args::join_path;
+use crate::error::ArgProblem;
+
 use super::resolve_ref;
 
 /// Keywords kept as they are.
@@ -38,7 +41,7 @@ pub(super) fn parameters(schema: &Value) -> Result<Option<Value>, String> {
         }
     }
     let mut stack = Vec::new();
-    node(schema, schema, "(arguments)", &mut stack).map(Some)
+    node(schema, schema, ArgProblem::ROOT, &mut stack).map(Some)
 }
 
 fn upper(t: &str) -> Result<&'static str, String> {
@@ -199,11 +202,7 @@ fn node(schema: &Value, root: &Value, at: &str, stack: &mut Vec<String>) -> Resu
     if let Some(Value::Object(props)) = map.get("properties") {
         let mut converted = Map::new();
         for (name, prop) in props {
-            let path = if at == "(arguments)" {
-                name.clone()
-            } else {
-                format!("{at}.{name}")
-            };
+            let path = join_path(at, name);
             converted.insert(name.clone(), node(prop, root, &path, stack)?);
         }
         if converted.is_empty() {

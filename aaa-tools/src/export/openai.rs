@@ -2,6 +2,9 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::args::join_path;
+use crate::error::ArgProblem;
+
 /// String formats strict mode accepts.
 const FORMATS: &[&str] = &[
     "date-time",
@@ -57,7 +60,7 @@ const DROPPED: &[&str] = &[
 
 /// The strict form of a tool's parameters schema.
 pub(super) fn strict(schema: &Value) -> Result<Value, String> {
-    let mut out = node(schema, "(arguments)")?;
+    let mut out = node(schema, ArgProblem::ROOT)?;
     if let Some(Value::Object(defs)) = schema.get("$defs") {
         let mut strict_defs = Map::new();
         for (name, def) in defs {
@@ -150,11 +153,7 @@ fn node(schema: &Value, at: &str) -> Result<Value, String> {
             .unwrap_or_default();
         let mut strict_props = Map::new();
         for (name, prop) in &properties {
-            let path = if at == "(arguments)" {
-                name.clone()
-            } else {
-                format!("{at}.{name}")
-            };
+            let path = join_path(at, name);
             let mut converted = node(prop, &path)?;
             if !required.contains(&name.as_str()) {
                 converted = nullable(converted);

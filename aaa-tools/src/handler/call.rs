@@ -240,7 +240,7 @@ pub(super) async fn execute(
     lease: Option<&Lease>,
 ) -> Executed {
     let default_key = || format!("{}/{}", call.run, call.call_id);
-    let key = match entry.tool.idempotency_key(&arguments, default_key) {
+    let key = match entry.tool.idempotency_key_checked(&arguments, default_key) {
         Ok(key) => key,
         Err(error) => {
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
@@ -248,7 +248,13 @@ pub(super) async fn execute(
     };
     // The arguments were checked at admission (and, for approvals, before they were
     // recorded): decode only.
-    let prepared = match entry.tool.prepare_checked(arguments.clone()) {
+    // Post-call guardrails see the arguments; keep a copy only when there are some.
+    let post_args = entry
+        .handler
+        .guards
+        .has_post_checks()
+        .then(|| arguments.clone());
+    let prepared = match entry.tool.prepare_checked(arguments) {
         Ok(prepared) => prepared,
         Err(error) => {
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
@@ -280,8 +286,8 @@ pub(super) async fn execute(
         .cancellation_token(cancel.clone())
         .engine(core.engine.clone())
         .permit(slot.clone())
+        .registry_state(&entry.handler.registry.state)
         .build();
-    let ctx = entry.handler.registry.inject_state(ctx);
     let span = tracing::info_span!(
         "execute_tool",
         otel.name = %format!("execute_tool {}", entry.tool.name()),
@@ -332,19 +338,24 @@ pub(super) async fn execute(
                 attempt,
             )
         }
-        Ok(Ok(value)) => match entry
-            .handler
-            .guards
-            .check_after(&call.policy(&arguments), value)
-        {
-            Ok(result) => Outcome::Completed(ToolCompleted {
-                call_id: call.call_id.clone(),
-                name: call.name.clone(),
-                result,
-                attempt,
-            }),
-            Err(reason) => call.failed(FailureKind::Policy, reason, attempt),
-        },
+        Ok(Ok(value)) => {
+            let checked = match &post_args {
+                Some(arguments) => entry
+                    .handler
+                    .guards
+                    .check_after(&call.policy(arguments), value),
+                None => Ok(value),
+            };
+            match checked {
+                Ok(result) => Outcome::Completed(ToolCompleted {
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    result,
+                    attempt,
+                }),
+                Err(reason) => call.failed(FailureKind::Policy, reason, attempt),
+            }
+        }
     };
     span.record("outcome", outcome.label());
     Executed::Done(outcome)

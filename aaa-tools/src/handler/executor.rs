@@ -418,7 +418,13 @@ async fn admit_and_run(
         }
     };
     let mut approval_reason = None;
-    match entry.handler.guards.check_before(&call.policy(&arguments)) {
+    let guards = &entry.handler.guards;
+    let decision = if guards.has_pre_checks() {
+        guards.check_before(&call.policy(&arguments))
+    } else {
+        PreCall::Allow
+    };
+    match decision {
         PreCall::Allow => {}
         PreCall::Reject(reason) => {
             return refuse(core, &retry, call, FailureKind::Policy, reason).await;

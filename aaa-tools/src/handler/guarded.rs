@@ -59,18 +59,8 @@ pub(crate) async fn read_record(
     read::<CallRecord>(store, key).await
 }
 
-/// Writes a call's guard record (see [`write`]).
+/// Writes a call's guard `record`, resolving an ambiguous failure by reading it back.
 pub(crate) async fn write_record(
-    store: &dyn GuardStore,
-    key: &str,
-    record: &CallRecord,
-    expected: Option<Revision>,
-) -> Result<Revision, StoreError> {
-    write(store, key, record, expected).await
-}
-
-/// Writes `record`, resolving an ambiguous failure by reading it back.
-async fn write(
     store: &dyn GuardStore,
     key: &str,
     record: &CallRecord,
@@ -129,7 +119,7 @@ impl Lease {
     pub(super) async fn renew(&self) -> bool {
         let (record, revision) = self.snapshot();
         let renewed = record.renewed();
-        match write(&*self.store, &self.key, &renewed, Some(revision)).await {
+        match write_record(&*self.store, &self.key, &renewed, Some(revision)).await {
             Ok(revision) => {
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (renewed, revision);
                 true
@@ -292,7 +282,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     config.delivery,
                     config.max_attempts,
                 );
-                match write(store, key, &record, None).await {
+                match write_record(store, key, &record, None).await {
                     Ok(revision) => {
                         return Claimed::Run {
                             attempt: 1,
@@ -317,7 +307,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     continue;
                 };
                 let record = old.taken_over(&core.worker);
-                match write(store, key, &record, Some(revision)).await {
+                match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         return Claimed::Run {
                             attempt: next,
@@ -364,7 +354,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 } else {
                     old.unknown(recorded)
                 };
-                match write(store, key, &record, Some(revision)).await {
+                match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         let disposition =
                             publish_recorded(core, entry, call, key, &record, revision, false)
@@ -421,7 +411,7 @@ async fn publish_recorded(
         return Disposition::Ack;
     }
     // Losing this race is fine: whoever wrote first also published.
-    let _ = write(
+    let _ = write_record(
         &**core.engine.store(),
         key,
         &record.marked_published(),
@@ -475,7 +465,7 @@ async fn commit(
             return Disposition::Leave;
         }
         let finished = current.finished(recorded.clone());
-        match write(store, key, &finished, Some(revision)).await {
+        match write_record(store, key, &finished, Some(revision)).await {
             Ok(revision) => {
                 return publish_recorded(core, entry, call, key, &finished, revision, false).await;
             }

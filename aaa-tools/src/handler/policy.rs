@@ -187,6 +187,14 @@ impl GuardPolicy {
         self.max_calls_per_tool.get(tool).copied()
     }
 
+    pub(crate) fn has_pre_checks(&self) -> bool {
+        !self.pre.is_empty()
+    }
+
+    pub(crate) fn has_post_checks(&self) -> bool {
+        !self.post.is_empty()
+    }
+
     pub(crate) fn has_budgets(&self) -> bool {
         self.max_calls_per_run.is_some() || !self.max_calls_per_tool.is_empty()
     }
