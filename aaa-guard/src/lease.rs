@@ -13,6 +13,15 @@
 //! first look. A holder that stalls past `lease_ttl_s` (a long GC pause, SIGSTOP)
 //! loses the lease; when it resumes, its next renewal or commit fails the
 //! compare-and-set and it learns it was superseded.
+//!
+//! A store that keeps its own clock (JetStream KV stamps every revision with the
+//! server's time) lets an observer that arrives late decide sooner: the lease lapsed
+//! when the store says the revision is older than `lease_ttl_s` **and** the observer
+//! itself has watched it unchanged for a confirmation window longer than a heartbeat
+//! ([`LeaseWatch::confirming_for`]). The second condition keeps a store outage from
+//! looking like a dead holder: while the store was away nobody could renew, so the
+//! store's age of the record includes the outage; a live holder renews within a
+//! heartbeat once the store is back, which the observer sees before its window ends.
 
 use std::time::Duration;
 
@@ -34,13 +43,59 @@ use crate::store::Revision;
 #[derive(Debug, Clone)]
 pub struct LeaseWatch {
     ttl: Duration,
+    confirm: Duration,
     seen: Option<(Revision, Duration)>,
 }
 
 impl LeaseWatch {
     /// A watch with lease length `ttl`.
     pub fn new(ttl: Duration) -> Self {
-        LeaseWatch { ttl, seen: None }
+        LeaseWatch {
+            ttl,
+            confirm: ttl,
+            seen: None,
+        }
+    }
+
+    /// Trusts the store's clock once the observer has watched an unchanged revision for
+    /// `window` of its own time (see the [module docs](self)). `window` should exceed
+    /// the holder's heartbeat with room for one store round trip; it is capped at the
+    /// lease length.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use aaa_guard::LeaseWatch;
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut watch = LeaseWatch::new(s(15)).confirming_for(s(7));
+    /// // The store says the revision is 20 s old, but the observer just arrived.
+    /// assert!(!watch.observe_aged(7, s(100), Some(s(20))));
+    /// assert!(!watch.observe_aged(7, s(106), Some(s(26))));
+    /// assert!(watch.observe_aged(7, s(107), Some(s(27))), "old by the store, unchanged for the window");
+    /// // A renewal starts everything again, whatever the store's clock says.
+    /// assert!(!watch.observe_aged(8, s(108), Some(s(0))));
+    /// ```
+    pub fn confirming_for(mut self, window: Duration) -> Self {
+        self.confirm = window.min(self.ttl);
+        self
+    }
+
+    /// Like [`observe`](Self::observe), with the store's own age of the revision when
+    /// the store keeps a clock: the lease also lapsed when that age reached the lease
+    /// length and the observer watched the revision unchanged for the confirmation
+    /// window.
+    pub fn observe_aged(
+        &mut self,
+        revision: Revision,
+        now: Duration,
+        age: Option<Duration>,
+    ) -> bool {
+        let lapsed = self.observe(revision, now);
+        let watched = match self.seen {
+            Some((_, since)) => now.saturating_sub(since),
+            None => Duration::ZERO,
+        };
+        lapsed || age.is_some_and(|age| age >= self.ttl && watched >= self.confirm)
     }
 
     /// Records that the record is at `revision` at monotonic time `now` (any fixed

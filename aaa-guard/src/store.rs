@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A record's revision: changes on every write.
 pub type Revision = u64;
@@ -89,6 +90,15 @@ pub trait GuardStore: Send + Sync + 'static {
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()>;
     /// Every key starting with `prefix`, in key order.
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>>;
+
+    /// How long ago, by the store's own clock, `key` was written at its current
+    /// revision: `Some((revision, age))`, or `None` when the key is absent or the store
+    /// keeps no clock of its own (observers then rely on theirs; see
+    /// [`LeaseWatch`](crate::LeaseWatch)). [`MemoryStore`] keeps none.
+    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        let _ = key;
+        Box::pin(async { Ok(None) })
+    }
 }
 
 impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
@@ -112,6 +122,9 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         (**self).keys(prefix)
     }
+    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        (**self).age(key)
+    }
 }
 
 impl<S: GuardStore + ?Sized> GuardStore for Box<S> {
@@ -134,6 +147,9 @@ impl<S: GuardStore + ?Sized> GuardStore for Box<S> {
     }
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         (**self).keys(prefix)
+    }
+    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        (**self).age(key)
     }
 }
 

@@ -100,6 +100,9 @@ pub mod event;
 pub mod export;
 mod handler;
 mod ids;
+#[cfg(feature = "nats")]
+#[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
+pub mod nats;
 mod operator;
 mod output;
 mod registry;

@@ -81,10 +81,14 @@ pub struct ConsumerSpec {
     pub filters: Vec<String>,
     /// How long a delivered message may stay unsettled before it is delivered again.
     pub ack_wait: Duration,
+    /// How many messages one subscription holds unsettled at most (a bus sizes its
+    /// server-side limits from it: JetStream's `MaxAckPending`).
+    pub max_in_flight: usize,
 }
 
 impl ConsumerSpec {
-    /// A consumer named `durable` over `filters`, with a 30 s ack wait.
+    /// A consumer named `durable` over `filters`, with a 30 s ack wait and up to 256
+    /// messages in flight per subscription.
     pub fn new(
         durable: impl Into<String>,
         filters: impl IntoIterator<Item = impl Into<String>>,
@@ -93,12 +97,19 @@ impl ConsumerSpec {
             durable: durable.into(),
             filters: filters.into_iter().map(Into::into).collect(),
             ack_wait: Duration::from_secs(30),
+            max_in_flight: 256,
         }
     }
 
     /// Sets the ack wait.
     pub fn with_ack_wait(mut self, ack_wait: Duration) -> Self {
         self.ack_wait = ack_wait;
+        self
+    }
+
+    /// Sets how many messages one subscription holds unsettled at most.
+    pub fn with_max_in_flight(mut self, max_in_flight: usize) -> Self {
+        self.max_in_flight = max_in_flight.max(1);
         self
     }
 }

@@ -195,21 +195,24 @@ pub(super) async fn handle_signal(core: &Core, message: Message) {
 
 async fn decide(core: &Core, message: &Message) -> Disposition {
     let parsed = Event::from_bytes(&message.payload).and_then(|event| {
+        if event.kind != APPROVAL_GRANTED && event.kind != APPROVAL_DENIED {
+            return Ok(None);
+        }
         event
             .data_as::<ApprovalDecision>()
-            .map(|decision| (event, decision))
+            .map(|decision| Some((event, decision)))
     });
     let (event, decision) = match parsed {
-        Ok(ok) => ok,
+        Ok(Some(ok)) => ok,
+        // The consumer sees every approval fact (one filter works on every server
+        // version); requests are not decisions.
+        Ok(None) => return Disposition::Ack,
         Err(error) => {
             tracing::error!(subject = %message.subject, %error, "unreadable approval decision; terminating it");
             return Disposition::Term;
         }
     };
     let granted = event.kind == APPROVAL_GRANTED;
-    if !granted && event.kind != APPROVAL_DENIED {
-        return Disposition::Term;
-    }
     let store = &**core.engine.store();
     let key = approval_key(&event.aaatenant, &event.aaarunid, &decision.call_id);
     loop {

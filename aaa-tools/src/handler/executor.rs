@@ -155,12 +155,13 @@ impl Executor {
         let max_in_flight = handler.max_in_flight;
         core.add(handler, tools)?;
         let requests = ConsumerSpec::new(REQUESTS_CONSUMER, ["aaa.*.*.tool.requested"])
-            .with_ack_wait(core.ack_wait);
-        let signals = ConsumerSpec::new(
-            SIGNALS_CONSUMER,
-            ["aaa.*.*.approval.granted", "aaa.*.*.approval.denied"],
-        )
-        .with_ack_wait(core.ack_wait);
+            .with_ack_wait(core.ack_wait)
+            .with_max_in_flight(max_in_flight);
+        // One filter for every approval fact (servers before 2.10 take one filter per
+        // consumer); the signal handler acknowledges the requests it does not need.
+        let signals = ConsumerSpec::new(SIGNALS_CONSUMER, ["aaa.*.*.approval.*"])
+            .with_ack_wait(core.ack_wait)
+            .with_max_in_flight(max_in_flight);
         let request_sub = engine.bus().subscribe(&requests).await?;
         let signal_sub = engine.bus().subscribe(&signals).await?;
         let loops = vec![

@@ -254,7 +254,9 @@ pub(super) async fn run_call(
 async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Message) -> Claimed {
     let store = &**core.engine.store();
     let config = &entry.config.guard;
-    let mut watch = LeaseWatch::new(config.lease_ttl());
+    // A store with its own clock lets a late observer decide sooner, once it has seen
+    // the record unchanged for longer than a live holder's heartbeat.
+    let mut watch = LeaseWatch::new(config.lease_ttl()).confirming_for(config.heartbeat() * 3 / 2);
     // A first delivery is usually a new call: try to start it before reading (a create
     // that finds the record falls back to reading it).
     let mut assume_new = carrier.delivery_count == 1;
@@ -274,7 +276,15 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
         let lapsed = current
             .as_ref()
             .is_some_and(|(_, revision)| watch.observe(*revision, core.now()));
-        match CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed) {
+        let mut decision = CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed);
+        if let (OnDelivery::Wait, Some((record, revision))) = (&decision, &current)
+            && let Ok(Some((aged, age))) = store.age(key).await
+            && aged == *revision
+            && watch.observe_aged(*revision, core.now(), Some(age))
+        {
+            decision = CallRecord::on_delivery(Some(record), true);
+        }
+        match decision {
             OnDelivery::Start => {
                 let record = CallRecord::start(
                     &call.name,

@@ -1,0 +1,304 @@
+//! [`NatsBus`]: the [`Bus`] on a JetStream stream with durable pull consumers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
+use async_nats::jetstream::message::Acker as JsAcker;
+use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+use super::{NatsError, NatsOptions, Storage, check_subject};
+use crate::bus::{Acker, Bus, BusError, BusFuture, ConsumerSpec, Message, Stored, Subscription};
+
+/// The JetStream [`Bus`] (see the [module docs](super) for the layout and guarantees).
+/// Cheap to clone; clones share one connection.
+#[derive(Clone)]
+pub struct NatsBus {
+    js: jetstream::Context,
+    stream: stream::Stream,
+    options: Arc<NatsOptions>,
+}
+
+impl std::fmt::Debug for NatsBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsBus")
+            .field("stream", &self.options.stream)
+            .finish()
+    }
+}
+
+pub(super) fn storage_type(storage: Storage) -> StorageType {
+    match storage {
+        Storage::File => StorageType::File,
+        Storage::Memory => StorageType::Memory,
+    }
+}
+
+fn unavailable(error: impl std::fmt::Display) -> BusError {
+    BusError::Unavailable(error.to_string())
+}
+
+impl NatsBus {
+    /// Opens the bus over `client`, creating the stream when it is missing.
+    pub async fn connect(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Self, NatsError> {
+        options.validate()?;
+        Self::open(client, Arc::new(options)).await
+    }
+
+    pub(super) async fn open(
+        client: async_nats::Client,
+        options: Arc<NatsOptions>,
+    ) -> Result<Self, NatsError> {
+        let js = jetstream::new(client);
+        let config = stream::Config {
+            name: options.stream.clone(),
+            subjects: vec!["aaa.>".into()],
+            retention: RetentionPolicy::Limits,
+            storage: storage_type(options.storage),
+            num_replicas: options.replicas,
+            max_age: options.max_age,
+            duplicate_window: options.duplicate_window,
+            description: Some("aaa-tools: the facts of every run".into()),
+            ..Default::default()
+        };
+        let stream = js
+            .get_or_create_stream(config)
+            .await
+            .map_err(|error| NatsError::Setup {
+                what: format!("stream {}", options.stream),
+                detail: error.to_string(),
+            })?;
+        Ok(NatsBus {
+            js,
+            stream,
+            options,
+        })
+    }
+
+    /// The consumer named `spec.durable`, created (or updated to `spec`) as needed.
+    async fn consumer(&self, spec: &ConsumerSpec) -> Result<PullConsumer, BusError> {
+        let [filter] = spec.filters.as_slice() else {
+            return Err(BusError::Invalid {
+                what: "consumer",
+                detail: format!(
+                    "the JetStream bus takes exactly one filter per consumer; {:?} has {}",
+                    spec.durable,
+                    spec.filters.len()
+                ),
+            });
+        };
+        check_subject(filter, true).map_err(|detail| BusError::Invalid {
+            what: "filter",
+            detail: format!("{filter:?}: {detail}"),
+        })?;
+        let name_ok = !spec.durable.is_empty()
+            && spec
+                .durable
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(BusError::Invalid {
+                what: "consumer name",
+                detail: format!("{:?}: use only A-Z, a-z, 0-9, '_' and '-'", spec.durable),
+            });
+        }
+        let max_ack_pending = spec.max_in_flight.saturating_mul(self.options.max_workers);
+        let config = pull::Config {
+            durable_name: Some(spec.durable.clone()),
+            filter_subject: filter.clone(),
+            deliver_policy: DeliverPolicy::All,
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: spec.ack_wait,
+            // No MaxDeliver: the guard's attempt cap ends a call, and ending it acks it.
+            max_deliver: -1,
+            max_ack_pending: i64::try_from(max_ack_pending).unwrap_or(i64::MAX),
+            description: Some("aaa-tools workers".into()),
+            ..Default::default()
+        };
+        let consumer: PullConsumer = self
+            .stream
+            .get_or_create_consumer(&spec.durable, config.clone())
+            .await
+            .map_err(unavailable)?;
+        let current = &consumer.cached_info().config;
+        if current.ack_wait != spec.ack_wait || current.max_ack_pending < config.max_ack_pending {
+            // Another worker created it with other settings: the newest worker's win
+            // (both fields can be updated in place).
+            match self.stream.create_consumer(config).await {
+                Ok(updated) => return Ok(updated),
+                Err(error) => {
+                    tracing::warn!(%error, consumer = %spec.durable, "could not update the consumer's settings; keeping the server's");
+                }
+            }
+        }
+        Ok(consumer)
+    }
+
+    /// How many messages the durable consumer `durable` has delivered and not yet seen
+    /// settled, and how many it has not delivered yet: `(ack_pending, pending)`. For
+    /// operators and tests.
+    pub async fn consumer_pending(&self, durable: &str) -> Result<(u64, u64), BusError> {
+        let info = self
+            .stream
+            .consumer_info(durable)
+            .await
+            .map_err(unavailable)?;
+        Ok((info.num_ack_pending as u64, info.num_pending))
+    }
+
+    /// The connection's JetStream context (for what the bus does not cover).
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.js
+    }
+}
+
+impl Bus for NatsBus {
+    fn publish<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        Box::pin(async move {
+            check_subject(subject, false).map_err(|detail| BusError::Invalid {
+                what: "subject",
+                detail: format!("{subject:?}: {detail}"),
+            })?;
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(id) = msg_id {
+                headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+            }
+            self.js
+                .publish_with_headers(subject.to_owned(), headers, payload.into())
+                .await
+                .map_err(unavailable)?
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
+        Box::pin(async move {
+            let consumer = self.consumer(spec).await?;
+            Ok(Box::new(NatsSubscription {
+                consumer,
+                expires: self.options.pull_expires,
+            }) as Box<dyn Subscription>)
+        })
+    }
+
+    fn replay<'a>(
+        &'a self,
+        filter: &'a str,
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        Box::pin(async move {
+            check_subject(filter, true).map_err(|detail| BusError::Invalid {
+                what: "filter",
+                detail: format!("{filter:?}: {detail}"),
+            })?;
+            let consumer = self
+                .stream
+                .create_consumer(pull::OrderedConfig {
+                    filter_subject: filter.to_owned(),
+                    deliver_policy: DeliverPolicy::All,
+                    ..Default::default()
+                })
+                .await
+                .map_err(unavailable)?;
+            let messages = consumer.messages().await.map_err(unavailable)?;
+            let stored = messages.map(|message| {
+                let message = message.map_err(unavailable)?;
+                let seq = message.info().map_err(unavailable)?.stream_sequence;
+                Ok(Stored {
+                    seq,
+                    subject: message.subject.to_string(),
+                    payload: message.payload.to_vec(),
+                })
+            });
+            Ok(stored.boxed())
+        })
+    }
+}
+
+/// A worker's handle on a durable pull consumer: one message per pull.
+struct NatsSubscription {
+    consumer: PullConsumer,
+    expires: Duration,
+}
+
+impl Subscription for NatsSubscription {
+    fn next(&mut self) -> BusFuture<'_, Message> {
+        Box::pin(async move {
+            loop {
+                // One message per call: the caller pulls only when it has a free slot,
+                // so no message waits in a buffer while its ack wait runs out.
+                let mut batch = self
+                    .consumer
+                    .batch()
+                    .max_messages(1)
+                    .expires(self.expires)
+                    .messages()
+                    .await
+                    .map_err(unavailable)?;
+                match batch.next().await {
+                    Some(Ok(message)) => return to_message(message),
+                    Some(Err(error)) => return Err(unavailable(error)),
+                    // The pull expired with nothing to deliver: ask again.
+                    None => continue,
+                }
+            }
+        })
+    }
+}
+
+fn to_message(message: jetstream::Message) -> Result<Message, BusError> {
+    let (seq, delivered) = {
+        let info = message.info().map_err(unavailable)?;
+        (info.stream_sequence, info.delivered)
+    };
+    let (message, acker) = message.split();
+    Ok(Message::new(
+        message.subject.to_string(),
+        message.payload.to_vec(),
+        seq,
+        u32::try_from(delivered).unwrap_or(u32::MAX),
+        Arc::new(NatsAcker(acker)),
+    ))
+}
+
+/// Settles one delivery through its reply subject (JetStream matches it by sequence).
+struct NatsAcker(JsAcker);
+
+impl NatsAcker {
+    fn send(&self, kind: AckKind) -> BusFuture<'_, ()> {
+        Box::pin(async move { self.0.ack_with(kind).await.map_err(unavailable) })
+    }
+
+    /// Sends `kind` and waits for the server to confirm it: a settled call is known
+    /// settled (its message will not come back).
+    fn confirm(&self, kind: AckKind) -> BusFuture<'_, ()> {
+        Box::pin(async move { self.0.double_ack_with(kind).await.map_err(unavailable) })
+    }
+}
+
+impl Acker for NatsAcker {
+    fn ack(&self, _seq: u64) -> BusFuture<'_, ()> {
+        self.confirm(AckKind::Ack)
+    }
+    fn nak(&self, _seq: u64, delay: Duration) -> BusFuture<'_, ()> {
+        self.send(AckKind::Nak(Some(delay)))
+    }
+    fn in_progress(&self, _seq: u64) -> BusFuture<'_, ()> {
+        self.send(AckKind::Progress)
+    }
+    fn term(&self, _seq: u64) -> BusFuture<'_, ()> {
+        self.confirm(AckKind::Term)
+    }
+}

@@ -1,0 +1,194 @@
+//! Many machines: the JetStream [`Bus`](crate::bus::Bus) and KV
+//! [`GuardStore`](aaa_guard::GuardStore) (feature `nats`).
+//!
+//! Workers on several machines serve the same tools against one NATS server or
+//! cluster, with the same API and guarantees as the embedded engine:
+//!
+//! ```no_run
+//! use aaa_tools::nats::NatsOptions;
+//! use aaa_tools::{ToolHandler, ToolRegistry, tool};
+//!
+//! /// Adds two numbers.
+//! #[tool]
+//! async fn add(a: i64, b: i64) -> i64 { a + b }
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = NatsOptions::new("nats://127.0.0.1:4222").connect().await?;
+//! let registry = ToolRegistry::builder().tool(add::tool()).build()?;
+//! let _worker = ToolHandler::new(registry).attach(&engine).await?;
+//! let outcome = engine.new_run().call("add", serde_json::json!({"a": 2, "b": 3})).await?;
+//! assert_eq!(outcome.result(), Some(&serde_json::json!(5)));
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout on the server
+//!
+//! - **One stream** (default `AAA`, subjects `aaa.>`, file storage, limits retention,
+//!   facts kept `max_age`) holds every fact of every run under
+//!   `aaa.<tenant>.<run>.<type>`, so a run replays by the filter `aaa.<tenant>.<run>.>`.
+//!   Ids are limited to `[A-Za-z0-9_-]` (see [`RunId`](crate::RunId)), and every
+//!   subject and filter is checked before it reaches the server, so no id can widen a
+//!   subscription.
+//! - **Durable pull consumers** `aaa-tool-requests` (`aaa.*.*.tool.requested`) and
+//!   `aaa-approval-signals` (`aaa.*.*.approval.*`), explicit acks, `AckWait` = the
+//!   handler's [`ack_wait`](crate::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
+//!   attempt cap decides when a call is abandoned, and abandoning acks it),
+//!   `MaxAckPending` = `max_in_flight` × [`max_workers`](NatsOptions::max_workers).
+//!   A worker pulls **one message per free slot** (a pull of batch 1 when it has room),
+//!   so nothing waits in a client buffer while its ack wait runs out.
+//! - **Publishing** waits for the server's ack and sets `Nats-Msg-Id`: a second publish
+//!   of the same id within the `duplicate_window` is dropped.
+//! - **One KV bucket** (default `aaa_guard`, history 1) holds guard records, pending
+//!   approvals and run budgets, so any worker can continue any call. Every transition
+//!   is one compare-and-set on the key's revision.
+//!
+//! # Acks are not fenced
+//!
+//! JetStream matches `+ACK`, `-NAK`, `+WPI` and `+TERM` by stream sequence, whichever
+//! delivery sent them: a stale ack from a superseded worker would settle the message
+//! its successor is working on. So the fence lives in the KV record, and a worker whose
+//! attempt was superseded sends nothing for that message (the handler's `Leave`).
+//! A worker acks only after the outcome is committed and published. Progress (`+WPI`)
+//! goes out every heartbeat, only after the lease was renewed.
+//!
+//! # Leases and the server's clock
+//!
+//! The pending ack is a lease on the server's clock; the KV record is the fence. When a
+//! worker dies, its message comes back after `AckWait`. The next worker reads the
+//! record, and the KV store's own clock (every revision carries the server's time)
+//! tells how old the last renewal is: once it is older than `lease_ttl_s` and the
+//! observer has itself seen it unchanged for 1.5 heartbeats, the call is taken over
+//! (see [`LeaseWatch`](aaa_guard::LeaseWatch)). Takeover therefore comes about
+//! `lease_ttl_s` after the last renewal **if `ack_wait` ≤ `lease_ttl_s` / 2**, which is
+//! what the examples set; a longer `ack_wait` delays it by the difference.
+//!
+//! # Server versions
+//!
+//! Works on nats-server 2.9 (Debian's 2.9.10) and current 2.1x. async-nats 0.51's
+//! `create_key_value` fails against 2.9 (its account-info query expects fields that
+//! arrived in 2.10.8), so when it fails the bucket's `KV_<bucket>` stream is created
+//! directly with the settings a KV bucket has. Per-key TTLs (2.11) are not used.
+//! Consumers take one filter subject each (several arrived in 2.10).
+//!
+//! # Disconnects
+//!
+//! The client reconnects forever. While the server is away, publishes and store writes
+//! fail after the request timeout; the handler's retry policy retries outcomes, calls in
+//! flight keep their records, and nothing is acked: JetStream delivers the requests
+//! again once it is back. An ambiguous KV write (a timeout) is resolved by reading the
+//! key back.
+//!
+//! # Why async-nats
+//!
+//! It is the NATS maintainers' own Rust client, on tokio, with JetStream and KV support
+//! and transparent reconnects; the bus uses its pull consumers and publish acks, and
+//! the store its KV bucket handle.
+
+mod bus;
+mod options;
+mod store;
+
+use std::sync::Arc;
+
+pub use bus::NatsBus;
+pub use options::{NatsOptions, Storage};
+pub use store::NatsStore;
+
+use crate::engine::Engine;
+
+/// Connecting to NATS or setting up the stream and bucket failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum NatsError {
+    /// The options are invalid.
+    #[error("invalid NATS options: {0}")]
+    Options(String),
+    /// The server could not be reached.
+    #[error("cannot connect to NATS at {servers}: {detail}")]
+    Connect {
+        /// The servers tried.
+        servers: String,
+        /// Why it failed.
+        detail: String,
+    },
+    /// The stream, consumer or bucket could not be created or opened.
+    #[error("cannot set up JetStream {what}: {detail}")]
+    Setup {
+        /// What was being set up.
+        what: String,
+        /// Why it failed.
+        detail: String,
+    },
+}
+
+impl NatsOptions {
+    /// Connects and opens (creating when missing) the stream and the bucket: an engine
+    /// whose bus and store live on the server.
+    pub async fn connect(&self) -> Result<Engine, NatsError> {
+        let (bus, store) = self.connect_parts().await?;
+        Ok(Engine::new(bus, store))
+    }
+
+    /// Connects and returns the bus and the store separately (to combine them with
+    /// something else, or to share one connection between engines).
+    pub async fn connect_parts(&self) -> Result<(NatsBus, NatsStore), NatsError> {
+        self.validate()?;
+        let client = self
+            .connect_options()
+            .await?
+            .connect(self.servers.as_slice())
+            .await
+            .map_err(|error| NatsError::Connect {
+                servers: self.servers.join(","),
+                detail: error.to_string(),
+            })?;
+        let options = Arc::new(self.clone());
+        let bus = NatsBus::open(client.clone(), options.clone()).await?;
+        let store = NatsStore::open(client, options).await?;
+        Ok((bus, store))
+    }
+}
+
+/// Checks a subject for publishing: dot-separated non-empty tokens of printable ASCII
+/// without wildcards, under `aaa.`.
+pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
+    if !subject.starts_with("aaa.") {
+        return Err("it must start with `aaa.`".into());
+    }
+    let tokens: Vec<&str> = subject.split('.').collect();
+    for (i, token) in tokens.iter().enumerate() {
+        if token.is_empty() {
+            return Err("it has an empty token".into());
+        }
+        if let Some(bad) = token.bytes().find(|b| !b.is_ascii_graphic()) {
+            return Err(format!("byte {bad:#04x} is not allowed"));
+        }
+        let wild = *token == "*" || (*token == ">" && i == tokens.len() - 1);
+        if wild && !wildcards {
+            return Err("wildcards are not allowed here".into());
+        }
+        if !wild && (token.contains('*') || token.contains('>')) {
+            return Err(format!("token {token:?} mixes a wildcard with text"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_subject;
+
+    #[test]
+    fn subjects_cannot_widen() {
+        assert!(check_subject("aaa.t.r.tool.requested", false).is_ok());
+        assert!(check_subject("aaa.t.r.>", true).is_ok());
+        assert!(check_subject("aaa.*.*.tool.requested", true).is_ok());
+        assert!(check_subject("aaa.t.r.>", false).is_err());
+        assert!(check_subject("aaa.t.*.x", false).is_err());
+        assert!(check_subject("aaa.t>.r", true).is_err());
+        assert!(check_subject("aaa.>.r", true).is_err());
+        assert!(check_subject("aaa..r", false).is_err());
+        assert!(check_subject("aaa.t r.x", false).is_err());
+        assert!(check_subject("other.t", false).is_err());
+    }
+}

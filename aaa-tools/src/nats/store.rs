@@ -1,0 +1,263 @@
+//! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aaa_guard::{Entry, GuardStore, Revision, StoreError, StoreFuture, check_key};
+use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
+use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
+use async_nats::jetstream::stream::{self, DiscardPolicy};
+use async_nats::jetstream::{self};
+use futures::StreamExt;
+
+use super::bus::storage_type;
+use super::{NatsError, NatsOptions};
+
+/// The JetStream KV [`GuardStore`]: one key per record, compare-and-set on the key's
+/// revision (the stream sequence of its last write). Cheap to clone.
+///
+/// Keeps a clock: every revision carries the server's time, so
+/// [`age`](GuardStore::age) tells how long ago a record was written by the server's
+/// clock (it writes a small key of its own, `clock.<id>`, to read the server's "now").
+#[derive(Clone)]
+pub struct NatsStore {
+    client: async_nats::Client,
+    kv: kv::Store,
+    stream: stream::Stream,
+    prefix: String,
+    clock_key: String,
+}
+
+impl std::fmt::Debug for NatsStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsStore")
+            .field("stream", &self.stream.cached_info().config.name)
+            .finish()
+    }
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+impl NatsStore {
+    /// Opens the store over `client`, creating the bucket when it is missing.
+    pub async fn connect(
+        client: async_nats::Client,
+        options: NatsOptions,
+    ) -> Result<Self, NatsError> {
+        options.validate()?;
+        Self::open(client, Arc::new(options)).await
+    }
+
+    pub(super) async fn open(
+        client: async_nats::Client,
+        options: Arc<NatsOptions>,
+    ) -> Result<Self, NatsError> {
+        let js = jetstream::new(client.clone());
+        let bucket = &options.bucket;
+        let setup = |detail: String| NatsError::Setup {
+            what: format!("KV bucket {bucket}"),
+            detail,
+        };
+        let kv = match js.get_key_value(bucket.as_str()).await {
+            Ok(kv) => kv,
+            Err(_) => create_bucket(&js, &options).await.map_err(setup)?,
+        };
+        let stream = js
+            .get_stream(format!("KV_{bucket}"))
+            .await
+            .map_err(|e| setup(e.to_string()))?;
+        let clock_key = format!("clock.{}", uuid::Uuid::new_v4().simple());
+        Ok(NatsStore {
+            client,
+            kv,
+            stream,
+            prefix: format!("$KV.{bucket}."),
+            clock_key,
+        })
+    }
+
+    /// The server's time now, read back from a write of this store's clock key.
+    async fn server_now(&self) -> Result<i128, StoreError> {
+        self.kv
+            .put(&self.clock_key, bytes::Bytes::new())
+            .await
+            .map_err(unavailable)?;
+        let entry = self
+            .kv
+            .entry(&self.clock_key)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| StoreError::Unavailable("the clock key vanished".into()))?;
+        Ok(entry.created.unix_timestamp_nanos())
+    }
+
+    async fn live_entry(&self, key: &str) -> Result<Option<kv::Entry>, StoreError> {
+        let entry = self.kv.entry(key).await.map_err(unavailable)?;
+        Ok(entry.filter(|e| e.operation == Operation::Put))
+    }
+}
+
+/// Creates the bucket: through async-nats first, else (nats-server 2.9, where
+/// `create_key_value` fails) by creating its `KV_<bucket>` stream directly.
+async fn create_bucket(
+    js: &jetstream::Context,
+    options: &NatsOptions,
+) -> Result<kv::Store, String> {
+    let bucket = options.bucket.clone();
+    let config = kv::Config {
+        bucket: bucket.clone(),
+        history: 1,
+        storage: storage_type(options.storage),
+        num_replicas: options.replicas,
+        description: "aaa-tools: guard records, approvals, budgets".into(),
+        ..Default::default()
+    };
+    match js.create_key_value(config).await {
+        Ok(kv) => return Ok(kv),
+        Err(error) => {
+            tracing::debug!(%error, "create_key_value failed; creating the bucket's stream directly");
+        }
+    }
+    // The settings a KV bucket's stream has.
+    let stream = stream::Config {
+        name: format!("KV_{bucket}"),
+        subjects: vec![format!("$KV.{bucket}.>")],
+        max_messages_per_subject: 1,
+        discard: DiscardPolicy::New,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        duplicate_window: Duration::from_secs(120),
+        storage: storage_type(options.storage),
+        num_replicas: options.replicas,
+        description: Some("aaa-tools: guard records, approvals, budgets".into()),
+        ..Default::default()
+    };
+    js.get_or_create_stream(stream)
+        .await
+        .map_err(|e| e.to_string())?;
+    js.get_key_value(bucket.as_str())
+        .await
+        .map_err(|e| e.to_string())
+}
+
+impl GuardStore for NatsStore {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.kv
+                .create(key, value.into())
+                .await
+                .map_err(|error| match error.kind() {
+                    CreateErrorKind::AlreadyExists => StoreError::Exists {
+                        key: key.to_owned(),
+                    },
+                    CreateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
+                    _ => unavailable(error),
+                })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.kv
+                .update(key, value.into(), expected)
+                .await
+                .map_err(|error| match error.kind() {
+                    UpdateErrorKind::WrongLastRevision => StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected,
+                        found: None,
+                    },
+                    UpdateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
+                    _ => unavailable(error),
+                })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        Box::pin(async move {
+            check_key(key)?;
+            Ok(self.live_entry(key).await?.map(|e| Entry {
+                value: e.value.to_vec(),
+                revision: e.revision,
+            }))
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.kv.delete(key).await.map_err(unavailable)
+        })
+    }
+
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            // A prefix that ends a token is a server-side filter; others filter here.
+            let filter = match prefix.strip_suffix('.') {
+                Some(head) if check_key(head).is_ok() => format!("{}{prefix}>", self.prefix),
+                _ => format!("{}>", self.prefix),
+            };
+            let consumer = self
+                .stream
+                .create_consumer(push::OrderedConfig {
+                    deliver_subject: self.client.new_inbox(),
+                    filter_subject: filter,
+                    headers_only: true,
+                    replay_policy: ReplayPolicy::Instant,
+                    deliver_policy: DeliverPolicy::LastPerSubject,
+                    ..Default::default()
+                })
+                .await
+                .map_err(unavailable)?;
+            let mut keys = Vec::new();
+            if consumer.cached_info().num_pending == 0 {
+                return Ok(keys);
+            }
+            let mut messages = consumer.messages().await.map_err(unavailable)?;
+            while let Some(message) = messages.next().await {
+                let message = message.map_err(unavailable)?;
+                let pending = message.info().map_err(unavailable)?.pending;
+                let deleted = message.headers.as_ref().is_some_and(|h| {
+                    h.get("KV-Operation")
+                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+                });
+                if let Some(key) = message.subject.strip_prefix(self.prefix.as_str())
+                    && !deleted
+                    && key.starts_with(prefix)
+                {
+                    keys.push(key.to_owned());
+                }
+                if pending == 0 {
+                    break;
+                }
+            }
+            keys.sort();
+            Ok(keys)
+        })
+    }
+
+    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        Box::pin(async move {
+            check_key(key)?;
+            let Some(entry) = self.live_entry(key).await? else {
+                return Ok(None);
+            };
+            let now = self.server_now().await?;
+            let nanos = now
+                .saturating_sub(entry.created.unix_timestamp_nanos())
+                .max(0);
+            let age = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+            Ok(Some((entry.revision, age)))
+        })
+    }
+}

