@@ -150,7 +150,7 @@ impl Engine {
                 engine: self.clone(),
                 tenant,
                 run,
-                watcher: Mutex::new(None),
+                watcher: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -311,7 +311,9 @@ struct RunInner {
     engine: Engine,
     tenant: TenantId,
     run: RunId,
-    watcher: Mutex<Option<Arc<Watcher>>>,
+    /// Set once, by the first caller that waits for an outcome (concurrent callers
+    /// wait for that one instead of opening replays of their own).
+    watcher: tokio::sync::OnceCell<Arc<Watcher>>,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -431,22 +433,29 @@ impl RunHandle {
     }
 
     async fn watcher(&self) -> Result<Arc<Watcher>, EngineError> {
-        if let Some(w) = self
-            .inner
+        self.inner
             .watcher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            return Ok(w.clone());
-        }
+            .get_or_try_init(|| self.open_watcher())
+            .await
+            .cloned()
+    }
+
+    async fn open_watcher(&self) -> Result<Arc<Watcher>, EngineError> {
         let filter = format!("aaa.{}.{}.tool.*", self.inner.tenant, self.inner.run);
         let mut stream = self.inner.engine.inner.bus.replay(&filter).await?;
         let state = Arc::new(Mutex::new(WatchState::default()));
         let task_state = state.clone();
         let task = tokio::spawn(async move {
             while let Some(item) = stream.next().await {
-                let Ok(stored) = item else { break };
+                let stored = match item {
+                    Ok(stored) => stored,
+                    // A bus that recovers by itself (JetStream's ordered consumer)
+                    // reports the hiccup and goes on.
+                    Err(error) => {
+                        tracing::warn!(%error, "the run's facts were interrupted");
+                        continue;
+                    }
+                };
                 // Only outcomes matter here: skip the rest before parsing.
                 if !(stored.subject.ends_with(".tool.completed")
                     || stored.subject.ends_with(".tool.failed"))
@@ -472,9 +481,7 @@ impl RunHandle {
             state.ended = true;
             state.waiters.clear();
         });
-        let watcher = Arc::new(Watcher { state, task });
-        let mut slot = self.inner.watcher.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(slot.get_or_insert(watcher).clone())
+        Ok(Arc::new(Watcher { state, task }))
     }
 
     /// Every fact of the run, from its start, then new ones as they happen. Messages
