@@ -37,7 +37,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let outcomes = tokio::time::timeout(Duration::from_secs(120), run.call_all(calls))
         .await
-        .map_err(|_| "no outcome within 120 s: are workers running? (cargo run --example worker)")??;
+        .map_err(
+            |_| "no outcome within 120 s: are workers running? (cargo run --example worker)",
+        )??;
     for outcome in &outcomes {
         println!("{:<11} {}", outcome.name(), outcome.for_model());
     }

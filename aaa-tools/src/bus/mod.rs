@@ -33,6 +33,9 @@ pub use memory::MemoryBus;
 /// A boxed future of a bus operation (keeps the traits object safe).
 pub type BusFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BusError>> + Send + 'a>>;
 
+/// Resolves once a message sent with [`Bus::send`] is stored (or failed to be).
+pub type Confirmation = BusFuture<'static, ()>;
+
 /// A failed bus operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -207,6 +210,22 @@ pub trait Bus: Send + Sync + 'static {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()>;
 
+    /// Sends a message without waiting for it to be stored: returns once it is on its
+    /// way, ordered before anything published later through this bus, with a
+    /// [`Confirmation`] to await (or drop) for the outcome. For facts whose publisher
+    /// need not wait. The default publishes fully, then confirms at once.
+    fn send<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, Confirmation> {
+        Box::pin(async move {
+            self.publish(subject, payload, msg_id).await?;
+            Ok(Box::pin(async { Ok(()) }) as Confirmation)
+        })
+    }
+
     /// Binds a subscription to the durable consumer `spec.durable` (created on first
     /// use).
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>>;
@@ -228,6 +247,14 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     ) -> BusFuture<'a, ()> {
         (**self).publish(subject, payload, msg_id)
     }
+    fn send<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, Confirmation> {
+        (**self).send(subject, payload, msg_id)
+    }
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         (**self).subscribe(spec)
     }
@@ -247,6 +274,14 @@ impl<B: Bus + ?Sized> Bus for Box<B> {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         (**self).publish(subject, payload, msg_id)
+    }
+    fn send<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, Confirmation> {
+        (**self).send(subject, payload, msg_id)
     }
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         (**self).subscribe(spec)

@@ -361,6 +361,34 @@ pub(super) async fn execute(
     Executed::Done(outcome)
 }
 
+/// Sends a guard fact without waiting for the bus to store it: it goes out ahead of
+/// everything this worker publishes later (so it precedes the call's outcome), and a
+/// background task logs a failed confirmation.
+pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
+    let event = call.event(
+        core,
+        kind,
+        serde_json::to_value(data).unwrap_or(Value::Null),
+    );
+    let (subject, bytes) = (event.bus_subject(), event.to_bytes());
+    let sent = core
+        .engine
+        .bus()
+        .send(&subject, bytes, Some(&event.id))
+        .await;
+    match sent {
+        Ok(confirmation) => {
+            let kind = event.kind;
+            tokio::spawn(async move {
+                if let Err(error) = confirmation.await {
+                    tracing::warn!(%error, %kind, "a fact may not have been stored");
+                }
+            });
+        }
+        Err(error) => tracing::warn!(%error, kind = %event.kind, "could not send a fact"),
+    }
+}
+
 /// Publishes a guard fact (best effort: the guard's decisions do not wait on it).
 pub(super) async fn publish_fact(
     core: &Core,

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use super::{NatsError, NatsOptions, Storage, check_subject};
-use crate::bus::{Acker, Bus, BusError, BusFuture, ConsumerSpec, Message, Stored, Subscription};
+use crate::bus::{
+    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Stored, Subscription,
+};
 
 /// The JetStream [`Bus`] (see the [module docs](super) for the layout and guarantees).
 /// Cheap to clone; clones share one connection.
@@ -158,6 +160,29 @@ impl NatsBus {
     }
 }
 
+impl NatsBus {
+    /// Sends a message; the returned future waits for the stream's ack.
+    async fn send_message(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        msg_id: Option<&str>,
+    ) -> Result<jetstream::context::PublishAckFuture, BusError> {
+        check_subject(subject, false).map_err(|detail| BusError::Invalid {
+            what: "subject",
+            detail: format!("{subject:?}: {detail}"),
+        })?;
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(id) = msg_id {
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        }
+        self.js
+            .publish_with_headers(subject.to_owned(), headers, payload.into())
+            .await
+            .map_err(unavailable)
+    }
+}
+
 impl Bus for NatsBus {
     fn publish<'a>(
         &'a self,
@@ -166,31 +191,35 @@ impl Bus for NatsBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         Box::pin(async move {
-            check_subject(subject, false).map_err(|detail| BusError::Invalid {
-                what: "subject",
-                detail: format!("{subject:?}: {detail}"),
-            })?;
-            let mut headers = async_nats::HeaderMap::new();
-            if let Some(id) = msg_id {
-                headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-            }
-            self.js
-                .publish_with_headers(subject.to_owned(), headers, payload.into())
-                .await
-                .map_err(unavailable)?
-                .await
-                .map_err(unavailable)?;
+            let ack = self.send_message(subject, payload, msg_id).await?;
+            ack.await.map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn send<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, Confirmation> {
+        Box::pin(async move {
+            let ack = self.send_message(subject, payload, msg_id).await?;
+            Ok(Box::pin(async move { ack.await.map(|_| ()).map_err(unavailable) }) as Confirmation)
         })
     }
 
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         Box::pin(async move {
-            let consumer = self.consumer(spec).await?;
-            Ok(Box::new(NatsSubscription {
-                consumer,
-                expires: self.options.pull_expires,
-            }) as Box<dyn Subscription>)
+            self.consumer(spec).await?;
+            let subscription = NatsSubscription::open(
+                self.js.clone(),
+                &self.options.stream,
+                &spec.durable,
+                self.options.pull_expires,
+            )
+            .await?;
+            Ok(Box::new(subscription) as Box<dyn Subscription>)
         })
     }
 
@@ -227,31 +256,96 @@ impl Bus for NatsBus {
     }
 }
 
-/// A worker's handle on a durable pull consumer: one message per pull.
+/// A worker's handle on a durable pull consumer: one message per pull, over one inbox
+/// subscription held for the subscription's life (a pull per message, no
+/// subscription churn on the server).
 struct NatsSubscription {
-    consumer: PullConsumer,
+    js: jetstream::Context,
+    inbox: async_nats::Subject,
+    replies: async_nats::Subscriber,
+    /// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`.
+    next_subject: String,
     expires: Duration,
+    /// When the pull in flight expires on the client's clock, if one is.
+    outstanding: Option<tokio::time::Instant>,
+}
+
+impl NatsSubscription {
+    async fn open(
+        js: jetstream::Context,
+        stream: &str,
+        durable: &str,
+        expires: Duration,
+    ) -> Result<Self, BusError> {
+        let client = js.client();
+        let inbox = async_nats::Subject::from(client.new_inbox());
+        let replies = client.subscribe(inbox.clone()).await.map_err(unavailable)?;
+        Ok(NatsSubscription {
+            js,
+            inbox,
+            replies,
+            next_subject: format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
+            expires,
+            outstanding: None,
+        })
+    }
+
+    async fn pull(&mut self) -> Result<(), BusError> {
+        let body = format!("{{\"batch\":1,\"expires\":{}}}", self.expires.as_nanos());
+        self.js
+            .client()
+            .publish_with_reply(self.next_subject.clone(), self.inbox.clone(), body.into())
+            .await
+            .map_err(unavailable)?;
+        // The server answers within `expires` (a message or a timeout status); a pull
+        // lost with a connection is given up after a grace period.
+        self.outstanding =
+            Some(tokio::time::Instant::now() + self.expires + Duration::from_secs(2));
+        Ok(())
+    }
 }
 
 impl Subscription for NatsSubscription {
     fn next(&mut self) -> BusFuture<'_, Message> {
         Box::pin(async move {
             loop {
-                // One message per call: the caller pulls only when it has a free slot,
-                // so no message waits in a buffer while its ack wait runs out.
-                let mut batch = self
-                    .consumer
-                    .batch()
-                    .max_messages(1)
-                    .expires(self.expires)
-                    .messages()
-                    .await
-                    .map_err(unavailable)?;
-                match batch.next().await {
-                    Some(Ok(message)) => return to_message(message),
-                    Some(Err(error)) => return Err(unavailable(error)),
-                    // The pull expired with nothing to deliver: ask again.
-                    None => continue,
+                let deadline = match self.outstanding {
+                    Some(deadline) if deadline > tokio::time::Instant::now() => deadline,
+                    _ => {
+                        self.pull().await?;
+                        self.outstanding.unwrap_or_else(tokio::time::Instant::now)
+                    }
+                };
+                let reply = match tokio::time::timeout_at(deadline, self.replies.next()).await {
+                    Ok(Some(reply)) => reply,
+                    Ok(None) => return Err(BusError::Closed),
+                    Err(_) => {
+                        self.outstanding = None;
+                        continue;
+                    }
+                };
+                match reply.status {
+                    None | Some(async_nats::StatusCode::OK) => {
+                        self.outstanding = None;
+                        return to_message(jetstream::Message {
+                            message: reply,
+                            context: self.js.clone(),
+                        });
+                    }
+                    Some(async_nats::StatusCode::IDLE_HEARTBEAT) => {}
+                    // Expired with nothing to deliver: pull again.
+                    Some(async_nats::StatusCode::TIMEOUT | async_nats::StatusCode::NOT_FOUND) => {
+                        self.outstanding = None;
+                    }
+                    // Ended by the server (leadership change, consumer deleted, no
+                    // JetStream): the caller backs off and asks again.
+                    Some(status) => {
+                        self.outstanding = None;
+                        let why = reply.description.as_deref().unwrap_or("");
+                        return Err(BusError::Unavailable(format!(
+                            "the pull ended with status {status} {why}"
+                        )));
+                    }
                 }
             }
         })
@@ -281,8 +375,8 @@ impl NatsAcker {
         Box::pin(async move { self.0.ack_with(kind).await.map_err(unavailable) })
     }
 
-    /// Sends `kind` and waits for the server to confirm it: a settled call is known
-    /// settled (its message will not come back).
+    /// Sends `kind` and waits for the server to confirm it: a message ended for good
+    /// is known ended.
     fn confirm(&self, kind: AckKind) -> BusFuture<'_, ()> {
         Box::pin(async move { self.0.double_ack_with(kind).await.map_err(unavailable) })
     }
@@ -290,7 +384,9 @@ impl NatsAcker {
 
 impl Acker for NatsAcker {
     fn ack(&self, _seq: u64) -> BusFuture<'_, ()> {
-        self.confirm(AckKind::Ack)
+        // Not confirmed: a lost ack only brings the message back, and the guard then
+        // finds the call finished and acks again.
+        self.send(AckKind::Ack)
     }
     fn nak(&self, _seq: u64, delay: Duration) -> BusFuture<'_, ()> {
         self.send(AckKind::Nak(Some(delay)))
