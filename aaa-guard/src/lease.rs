@@ -58,7 +58,8 @@ impl LeaseWatch {
     }
 
     /// Trusts the store's clock once the observer has watched an unchanged revision for
-    /// `window` of its own time (see the [module docs](self)). `window` should exceed
+    /// `window` of its own time (the store's age alone could be an outage, not a dead
+    /// holder: see [`GuardStore::age`](crate::GuardStore::age)). `window` should exceed
     /// the holder's heartbeat with room for one store round trip; it is capped at the
     /// lease length.
     ///

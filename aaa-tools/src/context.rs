@@ -149,19 +149,30 @@ pub(crate) struct ContextInner {
 pub(crate) struct PermitSlot {
     pool: Arc<Semaphore>,
     held: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
+    /// Told whenever the permit is given back (the executor pulls more work then).
+    freed: Arc<tokio::sync::Notify>,
 }
 
 impl PermitSlot {
-    pub(crate) fn new(pool: Arc<Semaphore>, permit: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn new(
+        pool: Arc<Semaphore>,
+        permit: OwnedSemaphorePermit,
+        freed: Arc<tokio::sync::Notify>,
+    ) -> Self {
         PermitSlot {
             pool,
             held: std::sync::Mutex::new(Some(permit)),
+            freed,
         }
     }
 
     /// Gives the permit back (when the call ends, or while it waits).
     pub(crate) fn release(&self) {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let released = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if released.is_some() {
+            drop(released);
+            self.freed.notify_waiters();
+        }
     }
 
     async fn reacquire(&self) {

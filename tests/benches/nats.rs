@@ -185,6 +185,24 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, url: &str) {
             rt.block_on(guarded.one(i))
         })
     });
+    let raw4 = rt.block_on(Raw::new(url));
+    let guarded4 = rt.block_on(Guarded::new(url, 4));
+    group.bench_function("raw/4", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 4;
+            rt.block_on(futures::future::join_all((0..4).map(|k| raw4.one(i + k))))
+        })
+    });
+    group.bench_function("guarded/4", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += 4;
+            rt.block_on(futures::future::join_all(
+                (0..4).map(|k| guarded4.one(i + k)),
+            ))
+        })
+    });
     group.finish();
 }
 

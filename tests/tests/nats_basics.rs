@@ -194,3 +194,55 @@ async fn the_kv_store_compares_and_sets_and_keeps_a_clock() {
     assert_eq!(revision, rev2);
     assert!(age < Duration::from_secs(60), "{age:?}");
 }
+
+/// Sleeps for `ms` milliseconds and says which worker ran it.
+#[tool]
+async fn nap(ctx: aaa_tools::ToolContext, ms: u64) -> String {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    ctx.engine()
+        .map(|e| e.worker_id().to_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_pulls_only_for_free_pool_slots_and_leaves_the_rest_to_others() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let options = NatsOptions::new(server.url());
+    let client = options.connect().await.unwrap();
+    let serve = |engine: aaa_tools::Engine| async move {
+        let registry = ToolRegistry::new(tools![nap]).unwrap();
+        let handle = ToolHandler::new(registry)
+            .pool(aaa_tools::DEFAULT_POOL, 2)
+            .attach(&engine)
+            .await
+            .unwrap();
+        (engine, handle)
+    };
+    let first = serve(options.connect().await.unwrap()).await;
+    let run = client.new_run();
+    let mut facts = run.facts().await.unwrap();
+    let calls: Vec<_> = (0..4)
+        .map(|_| aaa_tools::ToolCall::new("nap", json!({"ms": 1500})))
+        .collect();
+    let pending = {
+        let run = run.clone();
+        tokio::spawn(async move { run.call_all(calls).await })
+    };
+    // The first worker starts two calls (its pool is full) and pulls no more.
+    let mut started = 0;
+    while started < 2 {
+        let fact = facts.next().await.unwrap().unwrap();
+        started += usize::from(fact.kind == aaa_tools::event::ATTEMPT_STARTED);
+    }
+    let second = serve(options.connect().await.unwrap()).await;
+    let outcomes = pending.await.unwrap().unwrap();
+    let by: Vec<String> = outcomes
+        .iter()
+        .map(|o| o.result().unwrap().as_str().unwrap().to_owned())
+        .collect();
+    let ran_first = by.iter().filter(|w| *w == first.0.worker_id()).count();
+    let ran_second = by.iter().filter(|w| *w == second.0.worker_id()).count();
+    assert_eq!((ran_first, ran_second), (2, 2), "{by:?}");
+}

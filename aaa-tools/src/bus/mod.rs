@@ -197,6 +197,14 @@ impl std::fmt::Debug for Message {
 pub trait Subscription: Send {
     /// The next message (waits until one is available).
     fn next(&mut self) -> BusFuture<'_, Message>;
+
+    /// The next message, from a caller that could take `room` messages now: a bus that
+    /// pulls from a server may ask for up to that many at once (never more, so nothing
+    /// waits in a buffer for a slot). The default ignores `room`.
+    fn next_with_room(&mut self, room: usize) -> BusFuture<'_, Message> {
+        let _ = room;
+        self.next()
+    }
 }
 
 /// Durable publish and delivery (see the [module docs](self)).

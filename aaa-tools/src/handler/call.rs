@@ -273,7 +273,8 @@ pub(super) async fn execute(
                 ));
             }
         };
-    let slot = Arc::new(PermitSlot::new(pool, permit));
+    super::executor::Ticket::spend_current();
+    let slot = Arc::new(PermitSlot::new(pool, permit, core.capacity.clone()));
     let cancel = CancellationToken::new();
     let ctx = ToolContext::builder()
         .run_id(call.run.clone())

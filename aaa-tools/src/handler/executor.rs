@@ -2,11 +2,12 @@
 //! outcomes.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +43,10 @@ pub(super) struct Core {
     order: RwLock<Vec<String>>,
     pools: Mutex<HashMap<String, Arc<Semaphore>>>,
     pub(super) stop: CancellationToken,
+    /// Told when pool capacity frees up (a permit given back, a queued call gone).
+    pub(super) capacity: Arc<Notify>,
+    /// Calls received that hold no pool permit yet and have not ended.
+    queued: AtomicUsize,
     drain: Mutex<Duration>,
     ack_wait: Duration,
     origin: tokio::time::Instant,
@@ -149,6 +154,8 @@ impl Executor {
             order: RwLock::new(Vec::new()),
             pools: Mutex::new(HashMap::new()),
             stop: CancellationToken::new(),
+            capacity: Arc::new(Notify::new()),
+            queued: AtomicUsize::new(0),
             drain: Mutex::new(Duration::ZERO),
             ack_wait: handler.ack_wait,
         });
@@ -263,6 +270,32 @@ impl Core {
         self.ack_wait / 3
     }
 
+    /// Pool permits free now, less the calls already received that wait for one.
+    fn free_slots(&self) -> usize {
+        let pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let free: usize = pools.values().map(|p| p.available_permits()).sum();
+        free.saturating_sub(self.queued.load(Ordering::SeqCst))
+    }
+
+    /// Waits until a pool has room for one more call (so a worker pulls a message only
+    /// for a free pool slot, and leaves the rest to other workers). Returns `None`
+    /// when the executor stops first; else how many slots are free.
+    async fn wait_for_capacity(&self) -> Option<usize> {
+        loop {
+            let notified = self.capacity.notified();
+            let mut notified = std::pin::pin!(notified);
+            notified.as_mut().enable();
+            let free = self.free_slots();
+            if free > 0 {
+                return Some(free);
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = self.stop.cancelled() => return None,
+            }
+        }
+    }
+
     /// Monotonic time since this executor started (for lease watches).
     pub(super) fn now(&self) -> Duration {
         tokio::time::Instant::now().duration_since(self.origin)
@@ -290,20 +323,25 @@ async fn consume(
             slot = room.clone().acquire_owned() => match slot { Ok(s) => s, Err(_) => break },
             _ = core.stop.cancelled() => break,
         };
+        let Some(free) = core.wait_for_capacity().await else {
+            break;
+        };
+        let room = free.min(room.available_permits() + 1);
         let message = tokio::select! {
-            message = subscription.next() => message,
+            message = subscription.next_with_room(room) => message,
             _ = core.stop.cancelled() => break,
         };
         match message {
             Ok(message) => {
                 let core = core.clone();
-                tasks.spawn(async move {
+                let ticket = Ticket::new(core.clone());
+                tasks.spawn(TICKET.scope(ticket, async move {
                     match kind {
                         Kind::Request => handle_request(&core, message).await,
                         Kind::Signal => approval::handle_signal(&core, message).await,
                     }
                     drop(slot);
-                });
+                }));
             }
             Err(error) => {
                 tracing::warn!(%error, "the bus failed to deliver; retrying in 1 s");
@@ -325,7 +363,46 @@ async fn consume(
     drop(subscription);
 }
 
-/// Runs `fut`, telling the bus every heartbeat that `message` is still being worked on.
+tokio::task_local! {
+    /// The queue ticket of the call a task handles.
+    static TICKET: Ticket;
+}
+
+/// Counts a received call as queued for a pool permit until it gets one
+/// ([`spend_current`](Ticket::spend_current)) or its task ends.
+pub(super) struct Ticket {
+    core: Arc<Core>,
+    spent: AtomicBool,
+}
+
+impl Ticket {
+    fn new(core: Arc<Core>) -> Ticket {
+        core.queued.fetch_add(1, Ordering::SeqCst);
+        Ticket {
+            core,
+            spent: AtomicBool::new(false),
+        }
+    }
+
+    fn spend(&self) {
+        if !self.spent.swap(true, Ordering::SeqCst) {
+            self.core.queued.fetch_sub(1, Ordering::SeqCst);
+            self.core.capacity.notify_waiters();
+        }
+    }
+
+    /// The current task's call holds a permit now: it no longer counts as queued.
+    pub(super) fn spend_current() {
+        let _ = TICKET.try_with(Ticket::spend);
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.spend();
+    }
+}
+
 /// Reads what a malformed request still tells: tenant, run, call id and name.
 fn salvage(payload: &[u8]) -> Option<Call> {
     let raw: Value = serde_json::from_slice(payload).ok()?;

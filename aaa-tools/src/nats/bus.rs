@@ -256,9 +256,9 @@ impl Bus for NatsBus {
     }
 }
 
-/// A worker's handle on a durable pull consumer: one message per pull, over one inbox
-/// subscription held for the subscription's life (a pull per message, no
-/// subscription churn on the server).
+/// A worker's handle on a durable pull consumer over one inbox subscription held for
+/// its life (no subscription churn on the server). It pulls only as many messages as
+/// the caller has room for, so nothing waits in a buffer while its ack wait runs out.
 struct NatsSubscription {
     js: jetstream::Context,
     inbox: async_nats::Subject,
@@ -266,9 +266,13 @@ struct NatsSubscription {
     /// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`.
     next_subject: String,
     expires: Duration,
-    /// When the pull in flight expires on the client's clock, if one is.
-    outstanding: Option<tokio::time::Instant>,
+    /// The pull in flight, if one is: when it expires on the client's clock, and how
+    /// many messages it may still bring.
+    outstanding: Option<(tokio::time::Instant, usize)>,
 }
+
+/// The most messages one pull asks for.
+const MAX_PULL: usize = 256;
 
 impl NatsSubscription {
     async fn open(
@@ -290,65 +294,80 @@ impl NatsSubscription {
         })
     }
 
-    async fn pull(&mut self) -> Result<(), BusError> {
-        let body = format!("{{\"batch\":1,\"expires\":{}}}", self.expires.as_nanos());
+    async fn pull(&mut self, batch: usize) -> Result<(), BusError> {
+        let batch = batch.clamp(1, MAX_PULL);
+        let body = format!(
+            "{{\"batch\":{batch},\"expires\":{}}}",
+            self.expires.as_nanos()
+        );
         self.js
             .client()
             .publish_with_reply(self.next_subject.clone(), self.inbox.clone(), body.into())
             .await
             .map_err(unavailable)?;
-        // The server answers within `expires` (a message or a timeout status); a pull
+        // The server answers within `expires` (messages, or a timeout status); a pull
         // lost with a connection is given up after a grace period.
-        self.outstanding =
-            Some(tokio::time::Instant::now() + self.expires + Duration::from_secs(2));
+        let deadline = tokio::time::Instant::now() + self.expires + Duration::from_secs(2);
+        self.outstanding = Some((deadline, batch));
         Ok(())
+    }
+
+    /// Waits for the next message, pulling up to `room` when no pull is in flight.
+    async fn receive(&mut self, room: usize) -> Result<Message, BusError> {
+        loop {
+            let deadline = match self.outstanding {
+                Some((deadline, _)) if deadline > tokio::time::Instant::now() => deadline,
+                _ => {
+                    self.pull(room).await?;
+                    self.outstanding
+                        .map_or_else(tokio::time::Instant::now, |(deadline, _)| deadline)
+                }
+            };
+            let reply = match tokio::time::timeout_at(deadline, self.replies.next()).await {
+                Ok(Some(reply)) => reply,
+                Ok(None) => return Err(BusError::Closed),
+                Err(_) => {
+                    self.outstanding = None;
+                    continue;
+                }
+            };
+            match reply.status {
+                None | Some(async_nats::StatusCode::OK) => {
+                    self.outstanding = match self.outstanding {
+                        Some((deadline, left)) if left > 1 => Some((deadline, left - 1)),
+                        _ => None,
+                    };
+                    return to_message(jetstream::Message {
+                        message: reply,
+                        context: self.js.clone(),
+                    });
+                }
+                Some(async_nats::StatusCode::IDLE_HEARTBEAT) => {}
+                // Expired with nothing (more) to deliver: pull again.
+                Some(async_nats::StatusCode::TIMEOUT | async_nats::StatusCode::NOT_FOUND) => {
+                    self.outstanding = None;
+                }
+                // Ended by the server (leadership change, consumer deleted, no
+                // JetStream): the caller backs off and asks again.
+                Some(status) => {
+                    self.outstanding = None;
+                    let why = reply.description.as_deref().unwrap_or("");
+                    return Err(BusError::Unavailable(format!(
+                        "the pull ended with status {status} {why}"
+                    )));
+                }
+            }
+        }
     }
 }
 
 impl Subscription for NatsSubscription {
     fn next(&mut self) -> BusFuture<'_, Message> {
-        Box::pin(async move {
-            loop {
-                let deadline = match self.outstanding {
-                    Some(deadline) if deadline > tokio::time::Instant::now() => deadline,
-                    _ => {
-                        self.pull().await?;
-                        self.outstanding.unwrap_or_else(tokio::time::Instant::now)
-                    }
-                };
-                let reply = match tokio::time::timeout_at(deadline, self.replies.next()).await {
-                    Ok(Some(reply)) => reply,
-                    Ok(None) => return Err(BusError::Closed),
-                    Err(_) => {
-                        self.outstanding = None;
-                        continue;
-                    }
-                };
-                match reply.status {
-                    None | Some(async_nats::StatusCode::OK) => {
-                        self.outstanding = None;
-                        return to_message(jetstream::Message {
-                            message: reply,
-                            context: self.js.clone(),
-                        });
-                    }
-                    Some(async_nats::StatusCode::IDLE_HEARTBEAT) => {}
-                    // Expired with nothing to deliver: pull again.
-                    Some(async_nats::StatusCode::TIMEOUT | async_nats::StatusCode::NOT_FOUND) => {
-                        self.outstanding = None;
-                    }
-                    // Ended by the server (leadership change, consumer deleted, no
-                    // JetStream): the caller backs off and asks again.
-                    Some(status) => {
-                        self.outstanding = None;
-                        let why = reply.description.as_deref().unwrap_or("");
-                        return Err(BusError::Unavailable(format!(
-                            "the pull ended with status {status} {why}"
-                        )));
-                    }
-                }
-            }
-        })
+        Box::pin(self.receive(1))
+    }
+
+    fn next_with_room(&mut self, room: usize) -> BusFuture<'_, Message> {
+        Box::pin(self.receive(room))
     }
 }
 
