@@ -72,13 +72,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .connect()
         .await?;
     let registry = ToolRegistry::new(tools![add, word_count, slow_echo])?;
-    // A 6 s lease; the ack wait is half of it, so a dead worker's calls are taken
-    // over about 6 s after its last renewal.
+    // A 6 s lease (the ack wait defaults to half of it): a dead worker's calls are
+    // taken over about 6 s after its last renewal.
     let mut guard = GuardConfig::default();
     guard.lease_ttl_s = 6.0;
     let worker = ToolHandler::new(registry)
         .guard(guard)
-        .ack_wait(Duration::from_secs(3))
         .attach(&engine)
         .await?;
     println!(

@@ -157,7 +157,7 @@ impl Executor {
             capacity: Arc::new(Notify::new()),
             queued: AtomicUsize::new(0),
             drain: Mutex::new(Duration::ZERO),
-            ack_wait: handler.ack_wait,
+            ack_wait: handler.effective_ack_wait(),
         });
         let max_in_flight = handler.max_in_flight;
         core.add(handler, tools)?;

@@ -141,7 +141,7 @@ pub struct ToolHandler {
     pub(crate) result_retry: RetryPolicy,
     pub(crate) guards: GuardPolicy,
     pub(crate) approval_timeout: Duration,
-    pub(crate) ack_wait: Duration,
+    ack_wait: Option<Duration>,
     pub(crate) max_in_flight: usize,
 }
 
@@ -157,7 +157,7 @@ impl ToolHandler {
             result_retry: RetryPolicy::default(),
             guards: GuardPolicy::default(),
             approval_timeout: Duration::from_secs(15 * 60),
-            ack_wait: Duration::from_secs(30),
+            ack_wait: None,
             max_in_flight: 1024,
         }
     }
@@ -202,10 +202,18 @@ impl ToolHandler {
     }
 
     /// How long a delivered request may go without a sign of life before the bus
-    /// delivers it again (default 30 s; the handler reports progress every third of it).
+    /// delivers it again (the handler reports progress every third of it). The default
+    /// is half the guard's `lease_ttl_s` (7.5 s by default): when a worker dies, its
+    /// calls come back to another worker in time for it to take them over as soon as
+    /// the lease lapses.
     pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
-        self.ack_wait = ack_wait;
+        self.ack_wait = Some(ack_wait);
         self
+    }
+
+    /// The ack wait in effect (see [`ack_wait`](Self::ack_wait)).
+    pub fn effective_ack_wait(&self) -> Duration {
+        self.ack_wait.unwrap_or_else(|| self.guard.lease_ttl() / 2)
     }
 
     /// How many requests this worker holds at once, running or waiting for a pool
@@ -255,7 +263,7 @@ impl ToolHandler {
                 "pool `{name}` has size 0; a pool needs room for one call"
             )));
         }
-        if self.ack_wait < Duration::from_millis(10) {
+        if self.effective_ack_wait() < Duration::from_millis(10) {
             return Err(HandlerError::Invalid(
                 "`ack_wait` must be at least 10 ms".into(),
             ));

@@ -212,11 +212,17 @@ impl Bus for NatsBus {
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         Box::pin(async move {
             self.consumer(spec).await?;
+            // A pull lives no longer than an ack wait: a worker that stalls (a long
+            // pause, SIGSTOP) with a pull open would otherwise keep receiving messages
+            // it cannot take until the pull expires.
+            let expires = spec
+                .ack_wait
+                .clamp(Duration::from_secs(1), self.options.pull_expires);
             let subscription = NatsSubscription::open(
                 self.js.clone(),
                 &self.options.stream,
                 &spec.durable,
-                self.options.pull_expires,
+                expires,
             )
             .await?;
             Ok(Box::new(subscription) as Box<dyn Subscription>)

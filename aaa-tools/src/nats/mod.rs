@@ -60,7 +60,7 @@
 //! observer has itself seen it unchanged for 1.5 heartbeats, the call is taken over
 //! (see [`LeaseWatch`](aaa_guard::LeaseWatch)). Takeover therefore comes about
 //! `lease_ttl_s` after the last renewal **if `ack_wait` ≤ `lease_ttl_s` / 2**, which is
-//! what the examples set; a longer `ack_wait` delays it by the difference.
+//! the handler's default; a longer `ack_wait` delays it by the difference.
 //!
 //! # Server versions
 //!

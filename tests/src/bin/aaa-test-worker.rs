@@ -85,6 +85,12 @@ fn env_f64(name: &str, default: f64) -> f64 {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // Warnings go to stderr, tagged with the process id, so a failing fault test shows
+    // what its workers saw.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(std::io::stderr)
+        .init();
     let url = env("AAA_NATS_URL").ok_or("AAA_NATS_URL is required")?;
     let ledger_path = env("AAA_LEDGER").ok_or("AAA_LEDGER is required")?;
     let lease_ttl = env_f64("AAA_LEASE_TTL_S", 2.0);
