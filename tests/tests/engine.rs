@@ -444,6 +444,9 @@ async fn approvals_time_out() {
         .unwrap();
     assert_eq!(failure(&outcome).0, FailureKind::ApprovalTimeout);
     assert_eq!(seen.paid.load(Ordering::SeqCst), 0);
+    // The sweep's mark is gone with the approval: it lists only pending approvals.
+    let marks = engine.store().keys("approval-due.").await.unwrap();
+    assert!(marks.is_empty(), "{marks:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -45,6 +45,16 @@ pub(super) async fn request_approval(
         reason: None,
         granted_by: None,
     };
+    // Marked for the timeout sweep before the record exists, so a crash between the two
+    // writes cannot leave a pending approval that never times out.
+    let due = records::approval_due_key(&call.tenant, &call.run, &call.call_id);
+    match store
+        .create(&due, records::encode(&pending.deadline_ms))
+        .await
+    {
+        Ok(_) | Err(StoreError::Exists { .. }) => {}
+        Err(error) => return store_failed(&error, "request"),
+    }
     loop {
         let current = match records::read::<ApprovalRecord>(store, &key).await {
             Ok(current) => current,
@@ -329,21 +339,40 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             _ = tokio::time::sleep(interval) => {}
             _ = core.stop.cancelled() => return,
         }
-        let Ok(keys): Result<Vec<String>, _> = store.keys("approval.").await else {
+        let Ok(keys): Result<Vec<String>, _> = store.keys("approval-due.").await else {
             continue;
         };
         let now = records::now_ms();
-        for key in keys {
-            let Ok(Some((record, revision))) = records::read::<ApprovalRecord>(&*store, &key).await
-            else {
+        for due in keys {
+            let Some((tenant, run, call_id)) = records::call_of_key(&due) else {
                 continue;
             };
-            if record.state != ApprovalState::Pending || record.deadline_ms > now {
+            let key = approval_key(&tenant, &run, &call_id);
+            let found = match records::read::<ApprovalRecord>(&*store, &key).await {
+                Ok(found) => found,
+                Err(_) => continue,
+            };
+            let (record, revision) = match found {
+                Some((record, _)) if record.state != ApprovalState::Pending => {
+                    // Decided: nothing left to time out.
+                    let _ = store.delete(&due).await;
+                    continue;
+                }
+                Some(found) => found,
+                None => {
+                    // The request's worker died between the two writes: forget the mark
+                    // once its deadline has passed.
+                    if let Ok(Some((deadline, _))) = records::read::<u64>(&*store, &due).await
+                        && deadline <= now
+                    {
+                        let _ = store.delete(&due).await;
+                    }
+                    continue;
+                }
+            };
+            if record.deadline_ms > now {
                 continue;
             }
-            let Some((tenant, run, call_id)) = records::call_of_key(&key) else {
-                continue;
-            };
             let done = ApprovalRecord {
                 state: ApprovalState::Done,
                 ..record.clone()
@@ -355,6 +384,7 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             {
                 continue;
             }
+            let _ = store.delete(&due).await;
             let call = Call {
                 tenant,
                 run,

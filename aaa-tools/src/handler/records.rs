@@ -56,6 +56,12 @@ pub(crate) fn approval_key(tenant: &TenantId, run: &RunId, call: &CallId) -> Str
     format!("approval.{tenant}.{run}.{call}")
 }
 
+/// The key that marks a pending approval for the timeout sweep (its value: the
+/// deadline in ms). The sweep lists only these, not every approval ever recorded.
+pub(crate) fn approval_due_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+    format!("approval-due.{tenant}.{run}.{call}")
+}
+
 /// The tenant, run and call of a per-call key (`<kind>.<tenant>.<run>.<call>`).
 pub(crate) fn call_of_key(key: &str) -> Option<(TenantId, RunId, CallId)> {
     let mut parts = key.splitn(4, '.').skip(1);
