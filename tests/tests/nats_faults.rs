@@ -49,6 +49,21 @@ impl Cluster {
         WorkerProcess::spawn(worker_binary(), &self.server.url(), &self.ledger, settings).await
     }
 
+    /// Two workers with `settings`, a call of `tool` requested, and its first attempt
+    /// started.
+    async fn first_attempt(
+        &self,
+        settings: &WorkerSettings,
+        tool: &str,
+        arguments: Value,
+    ) -> (Vec<WorkerProcess>, RunHandle, CallId, AttemptFact) {
+        let workers = vec![self.worker(settings).await, self.worker(settings).await];
+        let run = self.client.new_run();
+        let call = run.request(tool, arguments).await.unwrap();
+        let first = started(&run, &call, 1).await;
+        (workers, run, call, first)
+    }
+
     async fn ack_pending(&self) -> u64 {
         self.bus
             .consumer_pending(REQUESTS)
@@ -145,17 +160,13 @@ async fn sigkill_mid_call_completes_on_another_worker_with_attempt_2() {
     let Some(cluster) = Cluster::start().await else {
         return;
     };
-    let settings = WorkerSettings::default();
-    let mut workers = vec![
-        cluster.worker(&settings).await,
-        cluster.worker(&settings).await,
-    ];
-    let run = cluster.client.new_run();
-    let call = run
-        .request("work", json!({"ms": 1500, "tag": "kill"}))
-        .await
-        .unwrap();
-    let first = started(&run, &call, 1).await;
+    let (mut workers, run, call, first) = cluster
+        .first_attempt(
+            &WorkerSettings::default(),
+            "work",
+            json!({"ms": 1500, "tag": "kill"}),
+        )
+        .await;
     let victim = workers.remove(pick(&workers, &first.worker));
     victim.kill().await;
 
@@ -185,16 +196,9 @@ async fn stalled_worker_resumes(policy: &'static str) {
         lost_lease: policy,
         ..WorkerSettings::default()
     };
-    let workers = [
-        cluster.worker(&settings).await,
-        cluster.worker(&settings).await,
-    ];
-    let run = cluster.client.new_run();
-    let call = run
-        .request("work", json!({"ms": 3000, "tag": policy}))
-        .await
-        .unwrap();
-    let first = started(&run, &call, 1).await;
+    let (workers, run, call, first) = cluster
+        .first_attempt(&settings, "work", json!({"ms": 3000, "tag": policy}))
+        .await;
     let stalled = &workers[pick(&workers, &first.worker)];
     stalled.pause();
     let second = started(&run, &call, 2).await;
@@ -383,17 +387,13 @@ async fn an_at_most_once_call_whose_worker_dies_is_outcome_unknown() {
     let Some(cluster) = Cluster::start().await else {
         return;
     };
-    let settings = WorkerSettings::default();
-    let mut workers = vec![
-        cluster.worker(&settings).await,
-        cluster.worker(&settings).await,
-    ];
-    let run = cluster.client.new_run();
-    let call = run
-        .request("work_once", json!({"ms": 5000, "tag": "once"}))
-        .await
-        .unwrap();
-    let first = started(&run, &call, 1).await;
+    let (mut workers, run, call, first) = cluster
+        .first_attempt(
+            &WorkerSettings::default(),
+            "work_once",
+            json!({"ms": 5000, "tag": "once"}),
+        )
+        .await;
     workers.remove(pick(&workers, &first.worker)).kill().await;
     let outcome = run.outcome(&call).await.unwrap();
     assert_eq!(
