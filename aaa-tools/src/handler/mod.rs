@@ -217,7 +217,11 @@ impl ToolHandler {
     }
 
     /// How many requests this worker holds at once, running or waiting for a pool
-    /// permit (default 1024).
+    /// permit (default 1024). Besides, it takes a request from the bus only while its
+    /// pools have a free permit not already promised to a request it holds, so a busy
+    /// worker leaves new calls to idle ones. A call waiting on a child run gives its
+    /// permit back, which lets the child in (delegation deeper than a pool completes);
+    /// `max_in_flight` bounds how deep such chains can go on one worker.
     pub fn max_in_flight(mut self, max: usize) -> Self {
         self.max_in_flight = max;
         self

@@ -34,8 +34,12 @@
 //!   handler's [`ack_wait`](crate::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
 //!   attempt cap decides when a call is abandoned, and abandoning acks it),
 //!   `MaxAckPending` = `max_in_flight` × [`max_workers`](NatsOptions::max_workers).
-//!   A worker pulls **one message per free slot** (a pull of batch 1 when it has room),
-//!   so nothing waits in a client buffer while its ack wait runs out.
+//!   A worker pulls **only for free pool slots**: it asks for at most as many messages
+//!   as its pools have free permits (less the calls it already holds that wait for
+//!   one), over one inbox subscription, with pulls that expire within an ack wait. So
+//!   nothing waits in a client buffer while its ack wait runs out, and a busy worker
+//!   leaves new calls to idle ones. (The embedded engine gates its consumers the same
+//!   way.)
 //! - **Publishing** waits for the server's ack and sets `Nats-Msg-Id`: a second publish
 //!   of the same id within the `duplicate_window` is dropped.
 //! - **One KV bucket** (default `aaa_guard`, history 1) holds guard records, pending
@@ -77,6 +81,13 @@
 //! flight keep their records, and nothing is acked: JetStream delivers the requests
 //! again once it is back. An ambiguous KV write (a timeout) is resolved by reading the
 //! key back.
+//!
+//! # Operator's view
+//!
+//! [`NatsBus::consumer_pending`] reads a consumer's ack-pending and pending counts;
+//! calls in `outcome_unknown` are listed and resolved through the engine as on the
+//! embedded engine. A worker's tracing warnings (lost leases, stale results, store
+//! errors) name the call.
 //!
 //! # Why async-nats
 //!
