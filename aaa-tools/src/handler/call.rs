@@ -377,8 +377,25 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
         .bus()
         .send(&subject, bytes, Some(&event.id))
         .await;
-    match sent {
-        Ok(confirmation) => {
+    let confirmation = match sent {
+        Ok(confirmation) => confirmation,
+        Err(error) => {
+            tracing::warn!(%error, kind = %event.kind, "could not send a fact");
+            return;
+        }
+    };
+    // A bus that stores as it sends (the embedded one) has confirmed already: no task.
+    let mut confirmation = confirmation;
+    let waker = std::task::Waker::noop();
+    match confirmation
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker))
+    {
+        std::task::Poll::Ready(Ok(())) => {}
+        std::task::Poll::Ready(Err(error)) => {
+            tracing::warn!(%error, kind = %event.kind, "a fact may not have been stored");
+        }
+        std::task::Poll::Pending => {
             let kind = event.kind;
             tokio::spawn(async move {
                 if let Err(error) = confirmation.await {
@@ -386,7 +403,6 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
                 }
             });
         }
-        Err(error) => tracing::warn!(%error, kind = %event.kind, "could not send a fact"),
     }
 }
 
