@@ -14,7 +14,6 @@ use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Event, TOOL_COMPLETED, TOOL_FAILED,
     TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
 };
-use crate::handler::Executor;
 use crate::ids::{CallId, IdError, RunId, TenantId};
 
 /// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
@@ -73,7 +72,9 @@ pub(crate) struct EngineInner {
     pub(crate) bus: Arc<dyn Bus>,
     pub(crate) store: Arc<dyn GuardStore>,
     pub(crate) source: String,
-    pub(crate) executor: Mutex<Weak<Executor>>,
+    /// The engine's tool executor while one is attached. Typed as `Any` so the engine
+    /// does not depend on the handler that defines it (the handler downcasts).
+    pub(crate) executor: Mutex<Weak<dyn std::any::Any + Send + Sync>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -109,7 +110,7 @@ impl Engine {
                 bus,
                 store,
                 source: format!("aaa-tools/engine/{}", &id[..12]),
-                executor: Mutex::new(Weak::new()),
+                executor: Mutex::new(Weak::<()>::new()),
             }),
         }
     }

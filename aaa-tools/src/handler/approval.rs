@@ -8,7 +8,7 @@ use aaa_guard::StoreError;
 use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
-use super::executor::{Core, Entry};
+use super::core::{Core, Entry};
 use super::guarded;
 use super::records::{self, ApprovalRecord, ApprovalState, approval_key};
 use crate::bus::Message;

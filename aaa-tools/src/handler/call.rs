@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::RetryPolicy;
-use super::executor::{Core, Entry};
+use super::core::{Core, Entry};
 use super::guarded::Lease;
 use super::policy::PolicyCall;
 use crate::bus::Message;
@@ -273,7 +273,7 @@ pub(super) async fn execute(
                 ));
             }
         };
-    super::executor::Ticket::spend_current();
+    super::core::Ticket::spend_current();
     let slot = Arc::new(PermitSlot::new(pool, permit, core.capacity.clone()));
     let cancel = CancellationToken::new();
     let ctx = ToolContext::builder()

@@ -1,23 +1,21 @@
 //! The executor: consumes requests and approval signals, runs calls, publishes
 //! outcomes.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
-use tokio_util::sync::CancellationToken;
 
 use super::call::{self, Call, Disposition};
+use super::core::{Core, Entry, TICKET, Ticket};
 use super::policy::PreCall;
 use super::{HandlerError, ToolConfig, ToolHandler, approval, guarded, records};
 use crate::args;
 use crate::bus::{ConsumerSpec, Message, Subscription};
 use crate::engine::Engine;
-use crate::error::{ArgProblem, DefinitionError, ToolArgsError};
+use crate::error::{ArgProblem, ToolArgsError};
 use crate::event::{Event, FailureKind, TOOL_REQUESTED, ToolRequested};
 use crate::ids::{CallId, RunId, TenantId};
 use crate::tool::Tool;
@@ -26,31 +24,6 @@ use crate::tool::Tool;
 pub(crate) const REQUESTS_CONSUMER: &str = "aaa-tool-requests";
 /// The durable consumer of approval decisions.
 pub(crate) const SIGNALS_CONSUMER: &str = "aaa-approval-signals";
-
-/// One served tool with its settings.
-pub(super) struct Entry {
-    pub(super) tool: Tool,
-    pub(super) config: ToolConfig,
-    pub(super) handler: Arc<ToolHandler>,
-}
-
-/// What is shared by the executor's tasks.
-pub(super) struct Core {
-    pub(super) engine: Engine,
-    /// This worker's id in guard records and facts.
-    pub(super) worker: String,
-    pub(super) tools: RwLock<HashMap<String, Arc<Entry>>>,
-    order: RwLock<Vec<String>>,
-    pools: Mutex<HashMap<String, Arc<Semaphore>>>,
-    pub(super) stop: CancellationToken,
-    /// Told when pool capacity frees up (a permit given back, a queued call gone).
-    pub(super) capacity: Arc<Notify>,
-    /// Calls received that hold no pool permit yet and have not ended.
-    queued: AtomicUsize,
-    drain: Mutex<Duration>,
-    ack_wait: Duration,
-    origin: tokio::time::Instant,
-}
 
 /// The executor of one engine; stops its loops (and every call they run) when dropped.
 pub(crate) struct Executor {
@@ -141,24 +114,13 @@ impl Executor {
             .executor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .upgrade();
+            .upgrade()
+            .and_then(|any| any.downcast::<Executor>().ok());
         if let Some(executor) = existing.filter(|e| !e.core.stop.is_cancelled()) {
             executor.core.add(handler, tools)?;
             return Ok(HandlerHandle { executor });
         }
-        let core = Arc::new(Core {
-            engine: engine.clone(),
-            worker: engine.worker_id().to_owned(),
-            origin: tokio::time::Instant::now(),
-            tools: RwLock::new(HashMap::new()),
-            order: RwLock::new(Vec::new()),
-            pools: Mutex::new(HashMap::new()),
-            stop: CancellationToken::new(),
-            capacity: Arc::new(Notify::new()),
-            queued: AtomicUsize::new(0),
-            drain: Mutex::new(Duration::ZERO),
-            ack_wait: handler.effective_ack_wait(),
-        });
+        let core = Arc::new(Core::new(engine, handler.effective_ack_wait()));
         let max_in_flight = handler.max_in_flight;
         core.add(handler, tools)?;
         let requests = ConsumerSpec::new(REQUESTS_CONSUMER, ["aaa.*.*.tool.requested"])
@@ -194,111 +156,11 @@ impl Executor {
             .inner
             .executor
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&executor);
+            .unwrap_or_else(|p| p.into_inner()) = {
+            let any: Arc<dyn std::any::Any + Send + Sync> = executor.clone();
+            Arc::downgrade(&any)
+        };
         Ok(HandlerHandle { executor })
-    }
-}
-
-impl Core {
-    fn add(
-        &self,
-        handler: Arc<ToolHandler>,
-        tools: Vec<(Tool, ToolConfig)>,
-    ) -> Result<(), HandlerError> {
-        let mut map = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        let mut order = self.order.write().unwrap_or_else(|p| p.into_inner());
-        for (tool, _) in &tools {
-            if let Some(first) = order.iter().position(|n| n == tool.name()) {
-                return Err(DefinitionError::DuplicateName {
-                    name: tool.name().to_owned(),
-                    first,
-                    second: order.len(),
-                }
-                .into());
-            }
-        }
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        for (name, size) in &handler.pools {
-            // The first handler to declare a pool sets its size.
-            pools
-                .entry(name.clone())
-                .or_insert_with(|| Arc::new(Semaphore::new(*size)));
-        }
-        for (tool, config) in tools {
-            order.push(tool.name().to_owned());
-            map.insert(
-                tool.name().to_owned(),
-                Arc::new(Entry {
-                    tool,
-                    config,
-                    handler: handler.clone(),
-                }),
-            );
-        }
-        Ok(())
-    }
-
-    pub(super) fn entry(&self, name: &str) -> Option<Arc<Entry>> {
-        self.tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-    }
-
-    pub(super) fn pool(&self, name: &str) -> Arc<Semaphore> {
-        let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        pools
-            .entry(name.to_owned())
-            .or_insert_with(|| Arc::new(Semaphore::new(super::DEFAULT_POOL_SIZE)))
-            .clone()
-    }
-
-    fn unknown_tool_message(&self, name: &str) -> String {
-        let order = self.order.read().unwrap_or_else(|p| p.into_inner());
-        crate::registry::unknown_tool_message(name, order.iter().map(String::as_str))
-    }
-
-    /// The result retry policy of the tool `name` (the default for unknown tools).
-    pub(super) fn retry_for(&self, name: &str) -> super::RetryPolicy {
-        self.entry(name)
-            .map(|e| e.handler.result_retry.clone())
-            .unwrap_or_default()
-    }
-
-    pub(super) fn heartbeat(&self) -> Duration {
-        self.ack_wait / 3
-    }
-
-    /// Pool permits free now, less the calls already received that wait for one.
-    fn free_slots(&self) -> usize {
-        let pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        let free: usize = pools.values().map(|p| p.available_permits()).sum();
-        free.saturating_sub(self.queued.load(Ordering::SeqCst))
-    }
-
-    /// Waits until a pool has room for one more call (so a worker pulls a message only
-    /// for a free pool slot, and leaves the rest to other workers). Returns `None`
-    /// when the executor stops first; else how many slots are free.
-    async fn wait_for_capacity(&self) -> Option<usize> {
-        loop {
-            let notified = self.capacity.notified();
-            let mut notified = std::pin::pin!(notified);
-            notified.as_mut().enable();
-            let free = self.free_slots();
-            if free > 0 {
-                return Some(free);
-            }
-            tokio::select! {
-                _ = notified => {}
-                _ = self.stop.cancelled() => return None,
-            }
-        }
-    }
-
-    /// Monotonic time since this executor started (for lease watches).
-    pub(super) fn now(&self) -> Duration {
-        tokio::time::Instant::now().duration_since(self.origin)
     }
 }
 
@@ -361,46 +223,6 @@ async fn consume(
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
     drop(subscription);
-}
-
-tokio::task_local! {
-    /// The queue ticket of the call a task handles.
-    static TICKET: Ticket;
-}
-
-/// Counts a received call as queued for a pool permit until it gets one
-/// ([`spend_current`](Ticket::spend_current)) or its task ends.
-pub(super) struct Ticket {
-    core: Arc<Core>,
-    spent: AtomicBool,
-}
-
-impl Ticket {
-    fn new(core: Arc<Core>) -> Ticket {
-        core.queued.fetch_add(1, Ordering::SeqCst);
-        Ticket {
-            core,
-            spent: AtomicBool::new(false),
-        }
-    }
-
-    fn spend(&self) {
-        if !self.spent.swap(true, Ordering::SeqCst) {
-            self.core.queued.fetch_sub(1, Ordering::SeqCst);
-            self.core.capacity.notify_waiters();
-        }
-    }
-
-    /// The current task's call holds a permit now: it no longer counts as queued.
-    pub(super) fn spend_current() {
-        let _ = TICKET.try_with(Ticket::spend);
-    }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        self.spend();
-    }
 }
 
 /// Reads what a malformed request still tells: tenant, run, call id and name.

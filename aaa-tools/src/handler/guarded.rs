@@ -38,7 +38,7 @@ use aaa_guard::{
 use serde_json::Value;
 
 use super::call::{self, Call, Disposition, Executed, Outcome};
-use super::executor::{Core, Entry};
+use super::core::{Core, Entry};
 use super::records::{encode, read};
 use crate::bus::Message;
 use crate::event::{

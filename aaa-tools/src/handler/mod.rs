@@ -27,6 +27,7 @@
 
 mod approval;
 mod call;
+mod core;
 mod executor;
 mod guarded;
 mod policy;
