@@ -124,8 +124,8 @@ pub use engine::{Engine, EngineError, Outcome, RunHandle, ToolCall, new_call_id,
 pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
 pub use event::{ApprovalDecision, FailureKind};
 pub use handler::{
-    DEFAULT_POOL_SIZE, GuardPolicy, HandlerError, HandlerHandle, PolicyCall, PostCall, PreCall,
-    RetryPolicy, ToolConfig, ToolHandler,
+    DEFAULT_MAX_RESULT_BYTES, DEFAULT_POOL_SIZE, GuardPolicy, HandlerError, HandlerHandle,
+    PolicyCall, PostCall, PreCall, RetryPolicy, ToolConfig, ToolHandler,
 };
 pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
 pub use operator::{Resolution, UnknownCall};

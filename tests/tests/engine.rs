@@ -777,3 +777,30 @@ async fn the_config_shows_the_effective_settings() {
         "{err}"
     );
 }
+
+/// Returns `n` bytes of text.
+#[tool]
+async fn blob(n: usize) -> String {
+    "x".repeat(n)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_over_the_size_limit_is_a_failure_the_model_can_act_on() {
+    let engine = Engine::embedded();
+    let _worker = ToolHandler::new(ToolRegistry::new(tools![blob]).unwrap())
+        .max_result_bytes(1000)
+        .attach(&engine)
+        .await
+        .unwrap();
+    let run = engine.new_run();
+    let small = run.call("blob", json!({"n": 10})).await.unwrap();
+    assert_eq!(small.result(), Some(&json!("x".repeat(10))));
+    let big = run.call("blob", json!({"n": 5000})).await.unwrap();
+    let failure = big.failure().expect("too big to carry");
+    assert_eq!(failure.kind, FailureKind::Error);
+    assert!(
+        failure.message.contains("5002 bytes") && failure.message.contains("limit is 1000"),
+        "{}",
+        failure.message
+    );
+}

@@ -339,6 +339,17 @@ pub(super) async fn execute(
                 attempt,
             )
         }
+        Ok(Ok(value)) if crate::args::json_len(&value) > entry.handler.max_result_bytes => {
+            let (len, limit) = (
+                crate::args::json_len(&value),
+                entry.handler.max_result_bytes,
+            );
+            call.failed(
+                FailureKind::Error,
+                format!("the result is {len} bytes; the limit is {limit} bytes. Ask for less data"),
+                attempt,
+            )
+        }
         Ok(Ok(value)) => {
             let checked = match &post_args {
                 Some(arguments) => entry

@@ -54,6 +54,9 @@ use crate::registry::ToolRegistry;
 use crate::tool::{DEFAULT_POOL, Tool};
 
 /// The size of the `default` pool unless set: 16 concurrent calls.
+/// The default [`ToolHandler::max_result_bytes`]: 768 KiB.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 768 * 1024;
+
 pub const DEFAULT_POOL_SIZE: usize = 16;
 
 /// The effective settings of one tool under one handler: the handler's defaults merged
@@ -144,6 +147,7 @@ pub struct ToolHandler {
     pub(crate) approval_timeout: Duration,
     ack_wait: Option<Duration>,
     pub(crate) max_in_flight: usize,
+    pub(crate) max_result_bytes: usize,
 }
 
 impl ToolHandler {
@@ -160,6 +164,7 @@ impl ToolHandler {
             approval_timeout: Duration::from_secs(15 * 60),
             ack_wait: None,
             max_in_flight: 1024,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
 
@@ -209,6 +214,15 @@ impl ToolHandler {
     /// the lease lapses.
     pub fn ack_wait(mut self, ack_wait: Duration) -> Self {
         self.ack_wait = Some(ack_wait);
+        self
+    }
+
+    /// The largest result a tool may return, in bytes of JSON (default 768 KiB, which
+    /// leaves room for the event around it under NATS's default 1 MiB message limit).
+    /// A larger result becomes a failure of kind `error` that tells the model to ask
+    /// for less, instead of an outcome no bus could carry.
+    pub fn max_result_bytes(mut self, max: usize) -> Self {
+        self.max_result_bytes = max;
         self
     }
 
