@@ -54,10 +54,10 @@ use crate::registry::ToolRegistry;
 use crate::tool::{DEFAULT_POOL, Tool};
 
 /// The size of the `default` pool unless set: 16 concurrent calls.
+pub const DEFAULT_POOL_SIZE: usize = 16;
+
 /// The default [`ToolHandler::max_result_bytes`]: 768 KiB.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 768 * 1024;
-
-pub const DEFAULT_POOL_SIZE: usize = 16;
 
 /// The effective settings of one tool under one handler: the handler's defaults merged
 /// with the tool's own options.
