@@ -517,3 +517,116 @@ async fn a_stalled_worker_that_resumes_under_cancel_stops_its_tool() {
     assert_eq!(system.ledger.rejected.load(Ordering::SeqCst), 0);
     settled(&system.bus).await;
 }
+
+/// A store whose answers to guard writes get lost: for the first `lose` writes it either
+/// performs the write and then reports a timeout (`after` = true), or reports the
+/// timeout without writing. Either way the writer cannot tell what happened.
+struct AmbiguousStore {
+    inner: MemoryStore,
+    lose: AtomicUsize,
+    after: bool,
+}
+
+impl AmbiguousStore {
+    fn lost(&self, key: &str) -> bool {
+        key.starts_with("guard.")
+            && self
+                .lose
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+    }
+
+    async fn write(
+        &self,
+        key: &str,
+        write: aaa_guard::StoreFuture<'_, aaa_guard::Revision>,
+    ) -> Result<aaa_guard::Revision, aaa_guard::StoreError> {
+        if !self.lost(key) {
+            return write.await;
+        }
+        if self.after {
+            let _ = write.await;
+        }
+        Err(aaa_guard::StoreError::Unavailable("timed out".into()))
+    }
+}
+
+impl aaa_guard::GuardStore for AmbiguousStore {
+    fn create<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+    ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
+        Box::pin(self.write(key, self.inner.create(key, value)))
+    }
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: aaa_guard::Revision,
+    ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
+        Box::pin(self.write(key, self.inner.update(key, value, expected)))
+    }
+    fn get<'a>(&'a self, key: &'a str) -> aaa_guard::StoreFuture<'a, Option<aaa_guard::Entry>> {
+        self.inner.get(key)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> aaa_guard::StoreFuture<'a, ()> {
+        self.inner.delete(key)
+    }
+    fn keys<'a>(&'a self, prefix: &'a str) -> aaa_guard::StoreFuture<'a, Vec<String>> {
+        self.inner.keys(prefix)
+    }
+}
+
+/// The outcome, the tool's runs, and the attempts started.
+async fn with_lost_store_answers(
+    after: bool,
+    lose: usize,
+    tool: &str,
+) -> (Outcome, usize, Vec<u32>) {
+    let system = System::new();
+    let store = AmbiguousStore {
+        inner: system.store.clone(),
+        lose: AtomicUsize::new(lose),
+        after,
+    };
+    let engine = Engine::new(system.bus.clone(), store);
+    let _worker = handler(&system.probe, &system.ledger, GuardConfig::default())
+        .attach(&engine)
+        .await
+        .unwrap();
+    let run = engine.new_run();
+    let outcome = run.call(tool, json!({})).await.unwrap();
+    settled(&system.bus).await;
+    let attempts = facts_of(&run, event::ATTEMPT_STARTED, 1)
+        .await
+        .iter()
+        .map(|f| f.data_as::<AttemptFact>().unwrap().attempt)
+        .collect();
+    (outcome, system.probe.runs.load(Ordering::SeqCst), attempts)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
+    // The writes happened: reading them back shows it, so the first attempt goes on
+    // (no wait for its own lease to lapse, no second attempt), and runs once.
+    for lose in 1..=3 {
+        let (outcome, runs, attempts) = with_lost_store_answers(true, lose, "count").await;
+        assert_eq!(
+            outcome.result(),
+            Some(&json!(1)),
+            "lose {lose}: {outcome:?}"
+        );
+        assert_eq!((runs, attempts), (1, vec![1]), "lose {lose}");
+    }
+    // The writes did not happen: the request comes back and the call still runs once.
+    for lose in 1..=2 {
+        let (outcome, runs, attempts) = with_lost_store_answers(false, lose, "count").await;
+        assert_eq!(
+            outcome.result(),
+            Some(&json!(1)),
+            "lose {lose}: {outcome:?}"
+        );
+        assert_eq!((runs, attempts), (1, vec![1]), "lose {lose}");
+    }
+}
