@@ -127,32 +127,6 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     }
 }
 
-impl<S: GuardStore + ?Sized> GuardStore for Box<S> {
-    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
-        (**self).create(key, value)
-    }
-    fn update<'a>(
-        &'a self,
-        key: &'a str,
-        value: Vec<u8>,
-        expected: Revision,
-    ) -> StoreFuture<'a, Revision> {
-        (**self).update(key, value, expected)
-    }
-    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
-        (**self).get(key)
-    }
-    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
-        (**self).delete(key)
-    }
-    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
-        (**self).keys(prefix)
-    }
-    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
-        (**self).age(key)
-    }
-}
-
 /// Checks that a key is `.`-separated tokens of `[A-Za-z0-9_-]`.
 pub fn check_key(key: &str) -> Result<(), StoreError> {
     let ok = !key.is_empty()

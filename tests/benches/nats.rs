@@ -176,6 +176,28 @@ fn runtime() -> Runtime {
         .expect("a runtime")
 }
 
+/// Benches `in_flight` calls of `one` at once per iteration, as `name`.
+fn bench_calls<F, Fut>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &Runtime,
+    name: &str,
+    in_flight: u64,
+    one: F,
+) where
+    F: Fn(u64) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    group.bench_function(name, |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i += in_flight;
+            rt.block_on(futures::future::join_all(
+                (0..in_flight).map(|k| one(i + k)),
+            ))
+        })
+    });
+}
+
 fn criterion_groups(c: &mut Criterion, rt: &Runtime, url: &str) {
     let mut group = c.benchmark_group("nats");
     group
@@ -184,46 +206,13 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, url: &str) {
         .measurement_time(Duration::from_secs(3));
     let raw = rt.block_on(Raw::new(url));
     let guarded = rt.block_on(Guarded::new(url, 1));
-    group.bench_function("raw/1", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            i += 1;
-            rt.block_on(raw.one(i))
-        })
-    });
-    group.bench_function("guarded/1", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            i += 1;
-            rt.block_on(guarded.one(i))
-        })
-    });
     let unguarded = rt.block_on(Guarded::with_guard(url, 1, false));
-    group.bench_function("unguarded/1", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            i += 1;
-            rt.block_on(unguarded.one(i))
-        })
-    });
-    let raw4 = rt.block_on(Raw::new(url));
     let guarded4 = rt.block_on(Guarded::new(url, 4));
-    group.bench_function("raw/4", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            i += 4;
-            rt.block_on(futures::future::join_all((0..4).map(|k| raw4.one(i + k))))
-        })
-    });
-    group.bench_function("guarded/4", |b| {
-        let mut i = 0;
-        b.iter(|| {
-            i += 4;
-            rt.block_on(futures::future::join_all(
-                (0..4).map(|k| guarded4.one(i + k)),
-            ))
-        })
-    });
+    bench_calls(&mut group, rt, "raw/1", 1, |i| raw.one(i));
+    bench_calls(&mut group, rt, "guarded/1", 1, |i| guarded.one(i));
+    bench_calls(&mut group, rt, "unguarded/1", 1, |i| unguarded.one(i));
+    bench_calls(&mut group, rt, "raw/4", 4, |i| raw.one(i));
+    bench_calls(&mut group, rt, "guarded/4", 4, |i| guarded4.one(i));
     group.finish();
 }
 

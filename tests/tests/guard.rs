@@ -578,12 +578,9 @@ impl aaa_guard::GuardStore for AmbiguousStore {
     }
 }
 
-/// The outcome, the tool's runs, and the attempts started.
-async fn with_lost_store_answers(
-    after: bool,
-    lose: usize,
-    tool: &str,
-) -> (Outcome, usize, Vec<u32>) {
+/// A `count` call through an [`AmbiguousStore`]: the outcome, the tool's runs, and the
+/// first attempt started.
+async fn with_lost_store_answers(after: bool, lose: usize) -> (Outcome, usize, Vec<u32>) {
     let system = System::new();
     let store = AmbiguousStore {
         inner: system.store.clone(),
@@ -596,7 +593,7 @@ async fn with_lost_store_answers(
         .await
         .unwrap();
     let run = engine.new_run();
-    let outcome = run.call(tool, json!({})).await.unwrap();
+    let outcome = run.call("count", json!({})).await.unwrap();
     settled(&system.bus).await;
     let attempts = facts_of(&run, event::ATTEMPT_STARTED, 1)
         .await
@@ -608,25 +605,14 @@ async fn with_lost_store_answers(
 
 #[tokio::test(start_paused = true)]
 async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
-    // The writes happened: reading them back shows it, so the first attempt goes on
-    // (no wait for its own lease to lapse, no second attempt), and runs once.
-    for lose in 1..=3 {
-        let (outcome, runs, attempts) = with_lost_store_answers(true, lose, "count").await;
-        assert_eq!(
-            outcome.result(),
-            Some(&json!(1)),
-            "lose {lose}: {outcome:?}"
-        );
-        assert_eq!((runs, attempts), (1, vec![1]), "lose {lose}");
-    }
-    // The writes did not happen: the request comes back and the call still runs once.
-    for lose in 1..=2 {
-        let (outcome, runs, attempts) = with_lost_store_answers(false, lose, "count").await;
-        assert_eq!(
-            outcome.result(),
-            Some(&json!(1)),
-            "lose {lose}: {outcome:?}"
-        );
-        assert_eq!((runs, attempts), (1, vec![1]), "lose {lose}");
+    // `after`: the writes happened, and reading them back shows it, so the first
+    // attempt goes on (no wait for its own lease to lapse, no second attempt). Else the
+    // writes did not happen: the request comes back. Either way the tool runs once.
+    let cases = [(true, 1), (true, 2), (true, 3), (false, 1), (false, 2)];
+    for (after, lose) in cases {
+        let (outcome, runs, attempts) = with_lost_store_answers(after, lose).await;
+        let case = format!("after {after}, lose {lose}");
+        assert_eq!(outcome.result(), Some(&json!(1)), "{case}: {outcome:?}");
+        assert_eq!((runs, attempts), (1, vec![1]), "{case}");
     }
 }

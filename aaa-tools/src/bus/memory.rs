@@ -57,6 +57,13 @@ fn prefix_of(subject: &str) -> Option<&str> {
     Some(&subject[..third])
 }
 
+fn check_filter(filter: &str) -> Result<(), BusError> {
+    super::check_subject(filter, true).map_err(|why| BusError::Invalid {
+        what: "filter",
+        detail: format!("{filter:?}: {why}"),
+    })
+}
+
 /// The literal first three tokens of a filter whose wildcards all come later.
 fn literal_prefix_of(filter: &str) -> Option<&str> {
     let prefix = prefix_of(filter)?;
@@ -328,13 +335,10 @@ impl Bus for MemoryBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         Box::pin(async move {
-            if subject.is_empty()
-                || subject.contains(['*', '>', ' '])
-                || subject.split('.').any(str::is_empty)
-            {
+            if let Err(why) = super::check_subject(subject, false) {
                 return Err(BusError::Invalid {
                     what: "subject",
-                    detail: format!("{subject:?} is not a publishable subject"),
+                    detail: format!("{subject:?} is not a publishable subject: {why}"),
                 });
             }
             let mut state = self.shared.lock();
@@ -357,11 +361,13 @@ impl Bus for MemoryBus {
             let seq = state.log.len() as u64 + 1;
             if let Some(prefix) = prefix_of(subject) {
                 let position = state.log.len();
-                state
-                    .by_prefix
-                    .entry(prefix.to_owned())
-                    .or_default()
-                    .push(position);
+                // Most publishes extend a run already indexed: no key to allocate.
+                match state.by_prefix.get_mut(prefix) {
+                    Some(positions) => positions.push(position),
+                    None => {
+                        state.by_prefix.insert(prefix.to_owned(), vec![position]);
+                    }
+                }
             }
             state.log.push(Stored {
                 seq,
@@ -399,6 +405,9 @@ impl Bus for MemoryBus {
                     what: "consumer",
                     detail: "a durable name and at least one filter are required".into(),
                 });
+            }
+            for filter in &spec.filters {
+                check_filter(filter)?;
             }
             let mut state = self.shared.lock();
             let consumer = state
@@ -445,6 +454,7 @@ impl Bus for MemoryBus {
         let shared = self.shared.clone();
         let filter = filter.to_owned();
         Box::pin(async move {
+            check_filter(&filter)?;
             let wake = Arc::new(Notify::new());
             shared
                 .lock()

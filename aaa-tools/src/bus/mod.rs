@@ -274,32 +274,27 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     }
 }
 
-impl<B: Bus + ?Sized> Bus for Box<B> {
-    fn publish<'a>(
-        &'a self,
-        subject: &'a str,
-        payload: Vec<u8>,
-        msg_id: Option<&'a str>,
-    ) -> BusFuture<'a, ()> {
-        (**self).publish(subject, payload, msg_id)
+/// Checks a subject (`wildcards` false) or a filter (`wildcards` true): dot-separated,
+/// non-empty tokens of printable ASCII; in a filter, `*` stands for one whole token and
+/// `>` for the rest as the last one. Says what is wrong otherwise.
+pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
+    let mut tokens = subject.split('.').peekable();
+    while let Some(token) = tokens.next() {
+        if token.is_empty() {
+            return Err("it has an empty token".into());
+        }
+        if let Some(bad) = token.bytes().find(|b| !b.is_ascii_graphic()) {
+            return Err(format!("byte {bad:#04x} is not allowed"));
+        }
+        let wild = token == "*" || (token == ">" && tokens.peek().is_none());
+        if wild && !wildcards {
+            return Err("wildcards are not allowed here".into());
+        }
+        if !wild && (token.contains('*') || token.contains('>')) {
+            return Err(format!("token {token:?} mixes a wildcard with text"));
+        }
     }
-    fn send<'a>(
-        &'a self,
-        subject: &'a str,
-        payload: Vec<u8>,
-        msg_id: Option<&'a str>,
-    ) -> BusFuture<'a, Confirmation> {
-        (**self).send(subject, payload, msg_id)
-    }
-    fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
-        (**self).subscribe(spec)
-    }
-    fn replay<'a>(
-        &'a self,
-        filter: &'a str,
-    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
-        (**self).replay(filter)
-    }
+    Ok(())
 }
 
 /// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).

@@ -188,9 +188,9 @@ async fn consume(
         let Some(free) = core.wait_for_capacity().await else {
             break;
         };
-        let room = free.min(room.available_permits() + 1);
+        let batch = free.min(room.available_permits() + 1);
         let message = tokio::select! {
-            message = subscription.next_with_room(room) => message,
+            message = subscription.next_with_room(batch) => message,
             _ = core.stop.cancelled() => break,
         };
         match message {

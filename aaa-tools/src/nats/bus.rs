@@ -50,13 +50,7 @@ impl NatsBus {
         options: NatsOptions,
     ) -> Result<Self, NatsError> {
         options.validate()?;
-        Self::open(client, Arc::new(options)).await
-    }
-
-    pub(super) async fn open(
-        client: async_nats::Client,
-        options: Arc<NatsOptions>,
-    ) -> Result<Self, NatsError> {
+        let options = Arc::new(options);
         let js = jetstream::new(client);
         let config = stream::Config {
             name: options.stream.clone(),
@@ -160,29 +154,6 @@ impl NatsBus {
     }
 }
 
-impl NatsBus {
-    /// Sends a message; the returned future waits for the stream's ack.
-    async fn send_message(
-        &self,
-        subject: &str,
-        payload: Vec<u8>,
-        msg_id: Option<&str>,
-    ) -> Result<jetstream::context::PublishAckFuture, BusError> {
-        check_subject(subject, false).map_err(|detail| BusError::Invalid {
-            what: "subject",
-            detail: format!("{subject:?}: {detail}"),
-        })?;
-        let mut headers = async_nats::HeaderMap::new();
-        if let Some(id) = msg_id {
-            headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-        }
-        self.js
-            .publish_with_headers(subject.to_owned(), headers, payload.into())
-            .await
-            .map_err(unavailable)
-    }
-}
-
 impl Bus for NatsBus {
     fn publish<'a>(
         &'a self,
@@ -190,11 +161,7 @@ impl Bus for NatsBus {
         payload: Vec<u8>,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        Box::pin(async move {
-            let ack = self.send_message(subject, payload, msg_id).await?;
-            ack.await.map_err(unavailable)?;
-            Ok(())
-        })
+        Box::pin(async move { self.send(subject, payload, msg_id).await?.await })
     }
 
     fn send<'a>(
@@ -204,7 +171,19 @@ impl Bus for NatsBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         Box::pin(async move {
-            let ack = self.send_message(subject, payload, msg_id).await?;
+            check_subject(subject, false).map_err(|detail| BusError::Invalid {
+                what: "subject",
+                detail: format!("{subject:?}: {detail}"),
+            })?;
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(id) = msg_id {
+                headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+            }
+            let ack = self
+                .js
+                .publish_with_headers(subject.to_owned(), headers, payload.into())
+                .await
+                .map_err(unavailable)?;
             Ok(Box::pin(async move { ack.await.map(|_| ()).map_err(unavailable) }) as Confirmation)
         })
     }

@@ -99,8 +99,6 @@ mod bus;
 mod options;
 mod store;
 
-use std::sync::Arc;
-
 pub use bus::NatsBus;
 pub use options::{NatsOptions, Storage};
 pub use store::NatsStore;
@@ -153,36 +151,18 @@ impl NatsOptions {
                 servers: self.servers.join(","),
                 detail: error.to_string(),
             })?;
-        let options = Arc::new(self.clone());
-        let bus = NatsBus::open(client.clone(), options.clone()).await?;
-        let store = NatsStore::open(client, options).await?;
+        let bus = NatsBus::connect(client.clone(), self.clone()).await?;
+        let store = NatsStore::connect(client, self.clone()).await?;
         Ok((bus, store))
     }
 }
 
-/// Checks a subject for publishing: dot-separated non-empty tokens of printable ASCII
-/// without wildcards, under `aaa.`.
+/// Checks a subject or filter as the bus does, and that it lies in the stream (`aaa.`).
 pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
     if !subject.starts_with("aaa.") {
         return Err("it must start with `aaa.`".into());
     }
-    let tokens: Vec<&str> = subject.split('.').collect();
-    for (i, token) in tokens.iter().enumerate() {
-        if token.is_empty() {
-            return Err("it has an empty token".into());
-        }
-        if let Some(bad) = token.bytes().find(|b| !b.is_ascii_graphic()) {
-            return Err(format!("byte {bad:#04x} is not allowed"));
-        }
-        let wild = *token == "*" || (*token == ">" && i == tokens.len() - 1);
-        if wild && !wildcards {
-            return Err("wildcards are not allowed here".into());
-        }
-        if !wild && (token.contains('*') || token.contains('>')) {
-            return Err(format!("token {token:?} mixes a wildcard with text"));
-        }
-    }
-    Ok(())
+    crate::bus::check_subject(subject, wildcards)
 }
 
 #[cfg(test)]

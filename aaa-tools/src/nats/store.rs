@@ -1,6 +1,5 @@
 //! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use aaa_guard::{Entry, GuardStore, Revision, StoreError, StoreFuture, check_key};
@@ -47,13 +46,6 @@ impl NatsStore {
         options: NatsOptions,
     ) -> Result<Self, NatsError> {
         options.validate()?;
-        Self::open(client, Arc::new(options)).await
-    }
-
-    pub(super) async fn open(
-        client: async_nats::Client,
-        options: Arc<NatsOptions>,
-    ) -> Result<Self, NatsError> {
         let js = jetstream::new(client.clone());
         let bucket = &options.bucket;
         let setup = |detail: String| NatsError::Setup {
