@@ -118,9 +118,15 @@ async fn count(probe: State<Probe>) -> usize {
     probe.runs.fetch_add(1, Ordering::SeqCst) + 1
 }
 
+/// Counts its runs, once a human approves.
+#[tool(requires_approval = true)]
+async fn approved_count(probe: State<Probe>) -> usize {
+    probe.runs.fetch_add(1, Ordering::SeqCst) + 1
+}
+
 fn handler(probe: &Arc<Probe>, ledger: &Arc<FencedLedger>, guard: GuardConfig) -> ToolHandler {
     let registry = ToolRegistry::builder()
-        .tools(tools![work, charge, poison, count])
+        .tools(tools![work, charge, poison, count, approved_count])
         .state_arc(probe.clone())
         .state_arc(ledger.clone())
         .build()
@@ -523,13 +529,15 @@ async fn a_stalled_worker_that_resumes_under_cancel_stops_its_tool() {
 /// timeout without writing. Either way the writer cannot tell what happened.
 struct AmbiguousStore {
     inner: MemoryStore,
+    /// Which writes lose their answers: keys starting with this.
+    prefix: &'static str,
     lose: AtomicUsize,
     after: bool,
 }
 
 impl AmbiguousStore {
     fn lost(&self, key: &str) -> bool {
-        key.starts_with("guard.")
+        key.starts_with(self.prefix)
             && self
                 .lose
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -584,6 +592,7 @@ async fn with_lost_store_answers(after: bool, lose: usize) -> (Outcome, usize, V
     let system = System::new();
     let store = AmbiguousStore {
         inner: system.store.clone(),
+        prefix: "guard.",
         lose: AtomicUsize::new(lose),
         after,
     };
@@ -615,4 +624,37 @@ async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
         assert_eq!(outcome.result(), Some(&json!(1)), "{case}: {outcome:?}");
         assert_eq!((runs, attempts), (1, vec![1]), "{case}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pending_approval_whose_write_answer_was_lost_is_still_asked_for() {
+    let system = System::new();
+    let store = AmbiguousStore {
+        inner: system.store.clone(),
+        prefix: "approval.",
+        lose: AtomicUsize::new(1),
+        after: true,
+    };
+    let engine = Engine::new(system.bus.clone(), store);
+    let _worker = handler(&system.probe, &system.ledger, GuardConfig::default())
+        .attach(&engine)
+        .await
+        .unwrap();
+    let run = engine.new_run();
+    let call_id = run.request("approved_count", json!({})).await.unwrap();
+    // The pending record was written but the worker saw a timeout; the request comes
+    // back, and a human is asked all the same.
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        facts_of(&run, event::APPROVAL_REQUESTED, 1),
+    )
+    .await
+    .expect("the approval was never requested");
+    run.grant(aaa_tools::ApprovalDecision::new(call_id.clone()))
+        .await
+        .unwrap();
+    let outcome = run.outcome(&call_id).await.unwrap();
+    assert_eq!(outcome.result(), Some(&json!(1)), "{outcome:?}");
+    assert_eq!(system.probe.runs.load(Ordering::SeqCst), 1);
+    settled(&system.bus).await;
 }

@@ -98,7 +98,16 @@ pub(super) async fn request_approval(
                     .await
                     .map(|_| Decision::Denied(early.reason))
             }
-            // Already recorded: this is a duplicate delivery of the request.
+            // Recorded and still pending: this delivery may follow one whose write
+            // succeeded unseen (a lost answer) and never asked anyone. Ask again: the
+            // request fact's message id makes a second one a no-op.
+            Some((recorded, _))
+                if recorded.state == ApprovalState::Pending
+                    && recorded.fingerprint.as_deref() == Some(fingerprint.as_str()) =>
+            {
+                Ok(Decision::AskHuman)
+            }
+            // Decided already: this is a duplicate delivery of the request.
             Some(_) => Ok(Decision::Duplicate),
         };
         match written {
