@@ -10,7 +10,7 @@
 //! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
 //! callers re-read the record before deciding what happened.
 
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -167,10 +167,20 @@ pub struct MemoryStore {
     inner: Arc<Mutex<MemoryInner>>,
 }
 
+/// Records by key for the point operations every call makes (a hash map: keys share
+/// long prefixes, which an ordered map would compare over and over), and each key also
+/// under its first token, so listing one kind of record (`approval-due.`) reads only
+/// those.
 #[derive(Default)]
 struct MemoryInner {
-    records: BTreeMap<String, Entry>,
+    records: HashMap<Arc<str>, Entry, foldhash::fast::RandomState>,
+    groups: HashMap<String, HashSet<Arc<str>, foldhash::fast::RandomState>>,
     last_revision: Revision,
+}
+
+/// The first token of a key (or of a prefix).
+fn first_token(key: &str) -> &str {
+    key.split('.').next().unwrap_or(key)
 }
 
 impl MemoryStore {
@@ -208,7 +218,12 @@ impl GuardStore for MemoryStore {
                 }
                 m.last_revision += 1;
                 let revision = m.last_revision;
-                m.records.insert(key.to_owned(), Entry { value, revision });
+                let shared: Arc<str> = Arc::from(key);
+                m.groups
+                    .entry(first_token(key).to_owned())
+                    .or_default()
+                    .insert(shared.clone());
+                m.records.insert(shared, Entry { value, revision });
                 Ok(revision)
             })
         })
@@ -223,18 +238,22 @@ impl GuardStore for MemoryStore {
         Box::pin(async move {
             check_key(key)?;
             self.with(|m| {
-                let found = m.records.get(key).map(|e| e.revision);
-                if found != Some(expected) {
-                    return Err(StoreError::Conflict {
+                let next = m.last_revision + 1;
+                match m.records.get_mut(key) {
+                    Some(entry) if entry.revision == expected => {
+                        *entry = Entry {
+                            value,
+                            revision: next,
+                        };
+                        m.last_revision = next;
+                        Ok(next)
+                    }
+                    found => Err(StoreError::Conflict {
                         key: key.to_owned(),
                         expected,
-                        found,
-                    });
+                        found: found.map(|e| e.revision),
+                    }),
                 }
-                m.last_revision += 1;
-                let revision = m.last_revision;
-                m.records.insert(key.to_owned(), Entry { value, revision });
-                Ok(revision)
             })
         })
     }
@@ -245,7 +264,13 @@ impl GuardStore for MemoryStore {
 
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(async move {
-            self.with(|m| m.records.remove(key));
+            self.with(|m| {
+                if m.records.remove(key).is_some()
+                    && let Some(group) = m.groups.get_mut(first_token(key))
+                {
+                    group.remove(key);
+                }
+            });
             Ok(())
         })
     }
@@ -253,12 +278,60 @@ impl GuardStore for MemoryStore {
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
             Ok(self.with(|m| {
-                m.records
-                    .range(prefix.to_owned()..)
-                    .take_while(|(k, _)| k.starts_with(prefix))
-                    .map(|(k, _)| k.clone())
-                    .collect()
+                // A prefix that names its first token whole reads one group; a shorter
+                // one reads every group it could match.
+                let whole = prefix.contains('.');
+                let first = first_token(prefix);
+                let mut keys: Vec<String> = m
+                    .groups
+                    .iter()
+                    .filter(|(token, _)| {
+                        if whole {
+                            token.as_str() == first
+                        } else {
+                            token.starts_with(first)
+                        }
+                    })
+                    .flat_map(|(_, group)| group.iter())
+                    .filter(|k| k.starts_with(prefix))
+                    .map(|k| k.to_string())
+                    .collect();
+                keys.sort_unstable();
+                keys
             }))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now<F: Future>(f: F) -> F::Output {
+        use std::task::{Context, Poll, Waker};
+        let mut f = std::pin::pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the memory store never waits"),
+        }
+    }
+
+    #[test]
+    fn keys_lists_by_prefix_in_order_across_groups() {
+        let kv = MemoryStore::new();
+        for key in ["b.2", "a.x.1", "b.1", "ab.1", "a.y", "b2.1"] {
+            now(kv.create(key, vec![])).unwrap();
+        }
+        assert_eq!(now(kv.keys("b.")).unwrap(), ["b.1", "b.2"]);
+        assert_eq!(now(kv.keys("a.x")).unwrap(), ["a.x.1"]);
+        assert_eq!(now(kv.keys("a")).unwrap(), ["a.x.1", "a.y", "ab.1"]);
+        assert_eq!(now(kv.keys("")).unwrap().len(), 6);
+        now(kv.delete("b.1")).unwrap();
+        assert_eq!(now(kv.keys("b")).unwrap(), ["b.2", "b2.1"]);
+        assert!(now(kv.keys("c.")).unwrap().is_empty());
+        // A deleted key can be created again; an update keeps it listed once.
+        let rev = now(kv.create("b.1", vec![1])).unwrap();
+        now(kv.update("b.1", vec![2], rev)).unwrap();
+        assert_eq!(now(kv.keys("b.")).unwrap(), ["b.1", "b.2"]);
     }
 }

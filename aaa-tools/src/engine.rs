@@ -9,10 +9,10 @@ use futures::stream::BoxStream;
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
-use crate::bus::{Bus, BusError, MemoryBus};
+use crate::bus::{Bus, BusError, MemoryBus, Stored};
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Event, TOOL_COMPLETED, TOOL_FAILED,
-    TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, Event, Parsed,
+    TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 
@@ -289,15 +289,21 @@ impl Outcome {
         }
     }
 
-    fn from_event(event: &Event) -> Option<Outcome> {
-        match event.kind.as_str() {
-            TOOL_COMPLETED => event
-                .data_as::<ToolCompleted>()
-                .ok()
-                .map(Outcome::Completed),
-            TOOL_FAILED => event.data_as::<ToolFailed>().ok().map(Outcome::Failed),
-            _ => None,
-        }
+    /// The outcome a stored fact carries, if it is one (by its subject, then its type).
+    fn from_stored(stored: &Stored) -> Option<Outcome> {
+        let parsed = if stored.subject.ends_with(".tool.completed") {
+            Parsed::<ToolCompleted>::from_bytes(&stored.payload)
+                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
+        } else if stored.subject.ends_with(".tool.failed") {
+            Parsed::<ToolFailed>::from_bytes(&stored.payload)
+                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data)))
+        } else {
+            return None;
+        };
+        parsed.unwrap_or_else(|error| {
+            tracing::warn!(subject = %stored.subject, %error, "skipping a fact that is not a valid outcome");
+            None
+        })
     }
 }
 
@@ -375,16 +381,21 @@ impl RunHandle {
             arguments: call.arguments,
             meta: call.meta,
         };
-        let data = serde_json::to_value(&data).unwrap_or(Value::Null);
-        let event = self.inner.engine.event(
+        let engine = &self.inner.engine;
+        let event = Draft::new(
             TOOL_REQUESTED,
+            engine.source(),
             &self.inner.tenant,
             &self.inner.run,
             Some(&call_id),
-            data,
+            &data,
         );
-        self.inner.engine.publish(&event).await?;
-        Ok(call_id)
+        engine
+            .inner
+            .bus
+            .publish(&event.bus_subject(), event.to_bytes(), Some(&event.id))
+            .await?;
+        Ok(data.call_id)
     }
 
     /// Requests a call and waits for its outcome.
@@ -442,8 +453,14 @@ impl RunHandle {
     }
 
     async fn open_watcher(&self) -> Result<Arc<Watcher>, EngineError> {
-        let filter = format!("aaa.{}.{}.tool.*", self.inner.tenant, self.inner.run);
-        let mut stream = self.inner.engine.inner.bus.replay(&filter).await?;
+        // Outcomes only: a watcher woken by every request would cost each call a
+        // task switch (and, on a server, the request's bytes).
+        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
+        let filters = [
+            event::subject(tenant, run, TOOL_COMPLETED),
+            event::subject(tenant, run, TOOL_FAILED),
+        ];
+        let mut stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
         let state = Arc::new(Mutex::new(WatchState::default()));
         let task_state = state.clone();
         let task = tokio::spawn(async move {
@@ -458,16 +475,7 @@ impl RunHandle {
                     }
                 };
                 // Only outcomes matter here: skip the rest before parsing.
-                if !(stored.subject.ends_with(".tool.completed")
-                    || stored.subject.ends_with(".tool.failed"))
-                {
-                    continue;
-                }
-                let Ok(event) = Event::from_bytes(&stored.payload) else {
-                    tracing::warn!(subject = %stored.subject, "skipping a fact that is not a valid event");
-                    continue;
-                };
-                let Some(outcome) = Outcome::from_event(&event) else {
+                let Some(outcome) = Outcome::from_stored(&stored) else {
                     continue;
                 };
                 let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());

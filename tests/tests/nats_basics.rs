@@ -120,6 +120,20 @@ async fn the_bus_rejects_subjects_that_would_widen_and_dedups_by_id() {
         (first.payload, second.payload),
         (b"1".to_vec(), b"3".to_vec())
     );
+    // Several filters at once (one consumer with two filters from server 2.10 on, a
+    // covering filter and a client-side check before): only matches, in stream order.
+    for (subject, body) in [("aaa.t.q.x", "a"), ("aaa.t.q.y", "b"), ("aaa.t.q.z", "c")] {
+        bus.publish(subject, body.as_bytes().to_vec(), None)
+            .await
+            .unwrap();
+    }
+    let filters = ["aaa.t.q.x".to_owned(), "aaa.t.q.z".to_owned()];
+    let mut replay = bus.replay_any(&filters).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        seen.push(replay.next().await.unwrap().unwrap().payload);
+    }
+    assert_eq!(seen, [b"a", b"c"].map(|p| p.to_vec()));
 
     // Competing consumers: a nak comes back with a higher delivery count; acked
     // messages never do.

@@ -1,6 +1,6 @@
 //! [`MemoryBus`]: the embedded bus.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -21,7 +21,9 @@ use super::{
 ///
 /// Clones share one bus, so several engines in one process act as workers on it. Time
 /// is tokio's clock, so tests with a paused clock control deadlines exactly. A publish
-/// wakes only the consumers and replays whose filters match its subject.
+/// wakes only the consumers and replays whose filters match its subject, and an ack or
+/// term wakes nobody (nothing becomes deliverable by it): every needless wake-up costs
+/// a call a task switch, often onto another thread.
 ///
 /// The log lives in memory for the life of the bus: this is the embedded default for a
 /// single process and for tests, not a store that outlives the process.
@@ -38,17 +40,23 @@ struct Shared {
     dedup_window: Duration,
 }
 
+/// The hasher of the bus's maps: fast on the long ids and subjects they hold, seeded
+/// per process.
+type Hasher = foldhash::fast::RandomState;
+
 #[derive(Default)]
 struct State {
     log: Vec<Stored>,
-    recent_ids: HashMap<String, Instant>,
-    recent_order: VecDeque<(Instant, String)>,
-    consumers: HashMap<String, ConsumerState>,
-    /// Replay streams following the log, each woken only by matching publishes.
-    replays: Vec<(String, Weak<Notify>)>,
+    /// Message ids seen within the de-duplication window, and when (oldest first).
+    recent_ids: HashSet<Arc<str>, Hasher>,
+    recent_order: VecDeque<(Instant, Arc<str>)>,
+    consumers: HashMap<String, ConsumerState, Hasher>,
+    /// Replay streams following the log (their filters), each woken only by matching
+    /// publishes.
+    replays: Vec<(Vec<String>, Weak<Notify>)>,
     /// Log positions by their subject's first three tokens (`aaa.<tenant>.<run>`), so
     /// replaying one run reads that run's messages, not the whole log.
-    by_prefix: HashMap<String, Vec<usize>>,
+    by_prefix: HashMap<String, Vec<usize>, Hasher>,
 }
 
 /// The first three tokens of a subject, when it has more.
@@ -109,6 +117,17 @@ impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // Every critical section leaves the state consistent before it can panic.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Settles `seq` for good (ack, term). Nothing becomes deliverable by that, so the
+    /// consumer's subscriptions are not woken: a wake per ack would cost every call a
+    /// task switch.
+    fn forget(&self, durable: &str, seq: u64) {
+        if let Some(consumer) = self.lock().consumers.get_mut(durable) {
+            consumer.pending.remove(&seq);
+            consumer.redeliver.remove(&seq);
+        }
+        self.settled.notify_waiters();
     }
 }
 
@@ -179,10 +198,7 @@ struct MemoryAcker {
 
 impl Acker for MemoryAcker {
     fn ack(&self, seq: u64) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, |c, _| {
-            c.pending.remove(&seq);
-            c.redeliver.remove(&seq);
-        });
+        self.shared.forget(&self.durable, seq);
         Box::pin(async { Ok(()) })
     }
 
@@ -207,10 +223,7 @@ impl Acker for MemoryAcker {
     }
 
     fn term(&self, seq: u64) -> BusFuture<'_, ()> {
-        settle(&self.shared, &self.durable, |c, _| {
-            c.pending.remove(&seq);
-            c.redeliver.remove(&seq);
-        });
+        self.shared.forget(&self.durable, seq);
         Box::pin(async { Ok(()) })
     }
 }
@@ -352,11 +365,12 @@ impl Bus for MemoryBus {
                 }
             }
             if let Some(id) = msg_id {
-                if state.recent_ids.contains_key(id) {
+                if state.recent_ids.contains(id) {
                     return Ok(());
                 }
-                state.recent_ids.insert(id.to_owned(), now);
-                state.recent_order.push_back((now, id.to_owned()));
+                let id: Arc<str> = Arc::from(id);
+                state.recent_ids.insert(id.clone());
+                state.recent_order.push_back((now, id));
             }
             let seq = state.log.len() as u64 + 1;
             if let Some(prefix) = prefix_of(subject) {
@@ -374,26 +388,24 @@ impl Bus for MemoryBus {
                 subject: subject.to_owned(),
                 payload,
             });
-            let mut wake: Vec<Arc<Notify>> = state
-                .consumers
-                .values()
-                .filter(|c| c.filters.iter().any(|f| subject_matches(f, subject)))
-                .map(|c| c.wake.clone())
-                .collect();
+            // Waking only schedules the woken tasks, so it is done under the lock
+            // (no list of whom to wake to allocate per publish).
+            for consumer in state.consumers.values() {
+                if consumer.filters.iter().any(|f| subject_matches(f, subject)) {
+                    consumer.wake.notify_waiters();
+                }
+            }
             state
                 .replays
-                .retain(|(_, notify)| notify.strong_count() > 0);
-            wake.extend(
-                state
-                    .replays
-                    .iter()
-                    .filter(|(filter, _)| subject_matches(filter, subject))
-                    .filter_map(|(_, notify)| notify.upgrade()),
-            );
-            drop(state);
-            for notify in wake {
-                notify.notify_waiters();
-            }
+                .retain(|(filters, notify)| match notify.upgrade() {
+                    Some(notify) => {
+                        if filters.iter().any(|f| subject_matches(f, subject)) {
+                            notify.notify_waiters();
+                        }
+                        true
+                    }
+                    None => false,
+                });
             Ok(())
         })
     }
@@ -452,55 +464,86 @@ impl Bus for MemoryBus {
         filter: &'a str,
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         let shared = self.shared.clone();
-        let filter = filter.to_owned();
-        Box::pin(async move {
-            check_filter(&filter)?;
-            let wake = Arc::new(Notify::new());
-            shared
-                .lock()
-                .replays
-                .push((filter.clone(), Arc::downgrade(&wake)));
-            let start = (shared, filter, 0usize, wake);
-            let stream = stream::unfold(start, |(shared, filter, mut index, wake)| async move {
-                loop {
-                    let changed = wake.notified();
-                    let found = {
-                        let state = shared.lock();
-                        let mut found = None;
-                        // `index` counts positions in the run's index when the filter
-                        // names one run, in the whole log otherwise.
-                        let positions = literal_prefix_of(&filter).map(|p| state.by_prefix.get(p));
-                        let len = match positions {
-                            Some(Some(positions)) => positions.len(),
-                            Some(None) => 0,
-                            None => state.log.len(),
-                        };
-                        while index < len {
-                            let position = match positions {
-                                Some(Some(positions)) => positions[index],
-                                _ => index,
-                            };
-                            index += 1;
-                            let stored = &state.log[position];
-                            if subject_matches(&filter, &stored.subject) {
-                                found = Some(stored.clone());
-                                break;
-                            }
-                        }
-                        found
-                    };
-                    match found {
-                        Some(found) => {
-                            drop(changed);
-                            return Some((Ok(found), (shared, filter, index, wake)));
-                        }
-                        None => changed.await,
-                    }
-                }
-            });
-            Ok(Box::pin(stream) as BoxStream<'static, Result<Stored, BusError>>)
-        })
+        let filters = vec![filter.to_owned()];
+        Box::pin(async move { replay_filters(shared, filters) })
     }
+
+    fn replay_any<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        let shared = self.shared.clone();
+        let filters = filters.to_vec();
+        Box::pin(async move { replay_filters(shared, filters) })
+    }
+}
+
+/// The messages matching any of `filters`, from the start of the log, then new ones;
+/// the stream is woken only by publishes that match.
+fn replay_filters(
+    shared: Arc<Shared>,
+    filters: Vec<String>,
+) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
+    if filters.is_empty() {
+        return Err(BusError::Invalid {
+            what: "filter",
+            detail: "at least one filter is required".into(),
+        });
+    }
+    for filter in &filters {
+        check_filter(filter)?;
+    }
+    // When every filter names one run, read that run's index, not the whole log.
+    let prefix = literal_prefix_of(&filters[0])
+        .filter(|p| filters.iter().all(|f| literal_prefix_of(f) == Some(*p)))
+        .map(str::to_owned);
+    let wake = Arc::new(Notify::new());
+    shared
+        .lock()
+        .replays
+        .push((filters.clone(), Arc::downgrade(&wake)));
+    let start = (shared, filters, prefix, 0usize, wake);
+    let stream = stream::unfold(
+        start,
+        |(shared, filters, prefix, mut index, wake)| async move {
+            loop {
+                let changed = wake.notified();
+                let found = {
+                    let state = shared.lock();
+                    let mut found = None;
+                    // `index` counts positions in the run's index when the filters name
+                    // one run, in the whole log otherwise.
+                    let positions = prefix.as_deref().map(|p| state.by_prefix.get(p));
+                    let len = match positions {
+                        Some(Some(positions)) => positions.len(),
+                        Some(None) => 0,
+                        None => state.log.len(),
+                    };
+                    while index < len {
+                        let position = match positions {
+                            Some(Some(positions)) => positions[index],
+                            _ => index,
+                        };
+                        index += 1;
+                        let stored = &state.log[position];
+                        if filters.iter().any(|f| subject_matches(f, &stored.subject)) {
+                            found = Some(stored.clone());
+                            break;
+                        }
+                    }
+                    found
+                };
+                match found {
+                    Some(found) => {
+                        drop(changed);
+                        return Some((Ok(found), (shared, filters, prefix, index, wake)));
+                    }
+                    None => changed.await,
+                }
+            }
+        },
+    );
+    Ok(Box::pin(stream) as BoxStream<'static, Result<Stored, BusError>>)
 }
 
 #[cfg(test)]
@@ -624,6 +667,28 @@ mod tests {
         assert_eq!(replay.next().await.unwrap().unwrap().payload, b"late");
         assert_eq!(prefix_of("aaa.t.r.tool.x"), Some("aaa.t.r"));
         assert_eq!(literal_prefix_of("aaa.*.r.>"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replaying_several_filters_keeps_log_order() {
+        let bus = MemoryBus::new();
+        publish(&bus, "aaa.t.r.tool.requested", "0").await;
+        publish(&bus, "aaa.t.r.tool.failed", "1").await;
+        publish(&bus, "aaa.t.r2.tool.completed", "other run").await;
+        publish(&bus, "aaa.t.r.tool.completed", "2").await;
+        let filters = [
+            "aaa.t.r.tool.completed".to_owned(),
+            "aaa.t.r.tool.failed".to_owned(),
+        ];
+        let mut replay = bus.replay_any(&filters).await.unwrap();
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"1");
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"2");
+        // A publish matching neither filter does not end the wait; a matching one does.
+        publish(&bus, "aaa.t.r.tool.requested", "3").await;
+        publish(&bus, "aaa.t.r.tool.failed", "4").await;
+        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"4");
+        assert!(bus.replay_any(&[]).await.is_err());
+        assert!(bus.replay_any(&["a.>.b".to_owned()]).await.is_err());
     }
 
     #[tokio::test(start_paused = true)]

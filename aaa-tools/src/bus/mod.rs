@@ -244,6 +244,74 @@ pub trait Bus: Send + Sync + 'static {
         &'a self,
         filter: &'a str,
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>>;
+
+    /// Every stored message matching any of `filters`, in log order, from the start of
+    /// the log, then new ones as they arrive. The default replays the narrowest filter
+    /// covering them all ([`covering_filter`]) and drops what none of them matches;
+    /// buses that filter by several subjects at once do better.
+    fn replay_any<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        Box::pin(async move {
+            let cover = covering_filter(filters).ok_or_else(|| BusError::Invalid {
+                what: "filter",
+                detail: "at least one filter is required".into(),
+            })?;
+            let stream = self.replay(&cover).await?;
+            if filters.len() == 1 {
+                return Ok(stream);
+            }
+            let filters = filters.to_vec();
+            let wanted = move |item: &Result<Stored, BusError>| {
+                let keep = match item {
+                    Ok(stored) => filters.iter().any(|f| subject_matches(f, &stored.subject)),
+                    Err(_) => true,
+                };
+                std::future::ready(keep)
+            };
+            Ok(Box::pin(futures::StreamExt::filter(stream, wanted))
+                as BoxStream<'static, Result<Stored, BusError>>)
+        })
+    }
+}
+
+/// The narrowest single filter matching every subject any of `filters` matches:
+/// tokens all filters share are kept, a position where they differ becomes `*`; from a
+/// `>` on, or from the last token of the shortest filter when their lengths differ, the
+/// rest becomes `>`. `None` for no filters.
+///
+/// ```
+/// use aaa_tools::bus::covering_filter;
+///
+/// let both = ["aaa.t.r.tool.completed".to_owned(), "aaa.t.r.tool.failed".to_owned()];
+/// assert_eq!(covering_filter(&both).as_deref(), Some("aaa.t.r.tool.*"));
+/// let uneven = ["a.b".to_owned(), "a.b.c".to_owned()];
+/// assert_eq!(covering_filter(&uneven).as_deref(), Some("a.>"));
+/// ```
+pub fn covering_filter(filters: &[String]) -> Option<String> {
+    let split: Vec<Vec<&str>> = filters.iter().map(|f| f.split('.').collect()).collect();
+    let shortest = split.iter().map(Vec::len).min()?;
+    let uneven = split.iter().any(|f| f.len() != shortest);
+    let mut cover: Vec<&str> = Vec::with_capacity(shortest);
+    for i in 0..shortest {
+        if split.iter().any(|f| f[i] == ">") {
+            cover.push(">");
+            return Some(cover.join("."));
+        }
+        let token = split[0][i];
+        cover.push(if split.iter().all(|f| f[i] == token) {
+            token
+        } else {
+            "*"
+        });
+    }
+    if uneven {
+        // From the shortest filter's last token on, anything.
+        cover.pop();
+        cover.push(">");
+    }
+    Some(cover.join("."))
 }
 
 impl<B: Bus + ?Sized> Bus for Arc<B> {
@@ -272,12 +340,23 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         (**self).replay(filter)
     }
+    fn replay_any<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        (**self).replay_any(filters)
+    }
 }
 
 /// Checks a subject (`wildcards` false) or a filter (`wildcards` true): dot-separated,
 /// non-empty tokens of printable ASCII; in a filter, `*` stands for one whole token and
 /// `>` for the rest as the last one. Says what is wrong otherwise.
 pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
+    // Every publish checks its subject: a plain subject (printable ASCII, no wildcard
+    // byte, no empty token) passes in one pass; the rest is looked at token by token.
+    if !wildcards && plain_subject(subject.as_bytes()) {
+        return Ok(());
+    }
     let mut tokens = subject.split('.').peekable();
     while let Some(token) = tokens.next() {
         if token.is_empty() {
@@ -297,18 +376,45 @@ pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String
     Ok(())
 }
 
+/// Whether `subject` is non-empty printable ASCII without `*`, `>`, or an empty token.
+fn plain_subject(subject: &[u8]) -> bool {
+    let (first, last) = match (subject.first(), subject.last()) {
+        (Some(&first), Some(&last)) => (first, last),
+        _ => return false,
+    };
+    let bytes_ok = subject.iter().fold(true, |ok, &b| {
+        ok & (b > b' ') & (b < 0x7f) & (b != b'*') & (b != b'>')
+    });
+    bytes_ok && first != b'.' && last != b'.' && !subject.windows(2).any(|w| w == b"..")
+}
+
 /// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).
+///
+/// Compares bytes token by token: every publish and delivery of a bus runs it.
 pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    let mut f = filter.split('.');
-    let mut s = subject.split('.');
+    let (mut filter, mut subject) = (filter.as_bytes(), subject.as_bytes());
     loop {
-        match (f.next(), s.next()) {
-            (Some(">"), Some(_)) => return true,
-            (Some("*"), Some(_)) => {}
-            (Some(a), Some(b)) if a == b => {}
+        let (wanted, filter_rest) = split_token(filter);
+        let (token, subject_rest) = split_token(subject);
+        if wanted == b">" {
+            return true;
+        }
+        if wanted != b"*" && wanted != token {
+            return false;
+        }
+        match (filter_rest, subject_rest) {
+            (Some(f), Some(s)) => (filter, subject) = (f, s),
             (None, None) => return true,
             _ => return false,
         }
+    }
+}
+
+/// The first token of a subject and what follows its dot, if any.
+fn split_token(subject: &[u8]) -> (&[u8], Option<&[u8]>) {
+    match subject.iter().position(|&b| b == b'.') {
+        Some(dot) => (&subject[..dot], Some(&subject[dot + 1..])),
+        None => (subject, None),
     }
 }
 
@@ -330,5 +436,49 @@ mod tests {
         assert!(!subject_matches("aaa.t.r.>", "aaa.t.r"));
         assert!(!subject_matches("aaa.t.r.>", "aaa.t.r2.tool.completed"));
         assert!(!subject_matches("a.b", "a.b.c"));
+        assert!(!subject_matches("a.b.c", "a.b"));
+        assert!(subject_matches("*.b.*", "a.b.c"));
+        assert!(subject_matches(">", "a"));
+        assert!(!subject_matches("a.*", "a"));
+        assert!(!subject_matches("a.bc", "a.b"));
+    }
+
+    #[test]
+    fn covering_filters_cover_and_stay_narrow() {
+        use super::covering_filter;
+        let cover = |fs: &[&str]| {
+            let fs: Vec<String> = fs.iter().map(|f| f.to_string()).collect();
+            covering_filter(&fs)
+        };
+        assert_eq!(cover(&[]), None);
+        assert_eq!(cover(&["a.b"]).as_deref(), Some("a.b"));
+        assert_eq!(cover(&["a.b.c", "a.x.c"]).as_deref(), Some("a.*.c"));
+        assert_eq!(cover(&["a.b.c", "a.b"]).as_deref(), Some("a.>"));
+        assert_eq!(cover(&["a.b", "a.b.c"]).as_deref(), Some("a.>"));
+        assert_eq!(cover(&["a.b.>", "a.b.c"]).as_deref(), Some("a.b.>"));
+        assert_eq!(cover(&["a", "b.c"]).as_deref(), Some(">"));
+        // Every subject a filter matches, the cover matches.
+        let filters = ["a.b.c", "a.*.d", "a.b", "x.>"];
+        let subjects = ["a.b.c", "a.q.d", "a.b", "x.y.z"];
+        let all: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
+        let c = covering_filter(&all).unwrap();
+        for s in subjects {
+            assert!(subject_matches(&c, s), "{c} misses {s}");
+        }
+    }
+
+    #[test]
+    fn subjects_are_checked() {
+        use super::check_subject;
+        for good in ["a", "aaa.t.r.tool.requested", "a-b_c.D9"] {
+            assert_eq!(check_subject(good, false), Ok(()), "{good}");
+        }
+        for bad in [
+            "", ".a", "a.", "a..b", "a.*", "a.>", "a b", "a.b*", "é", "a\u{7f}",
+        ] {
+            assert!(check_subject(bad, false).is_err(), "{bad:?}");
+        }
+        assert_eq!(check_subject("a.*.>", true), Ok(()));
+        assert!(check_subject("a.>.b", true).is_err());
     }
 }

@@ -18,7 +18,7 @@ use super::policy::PolicyCall;
 use crate::bus::Message;
 use crate::context::{PermitSlot, ToolContext};
 use crate::error::CallError;
-use crate::event::{Event, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed};
+use crate::event::{Draft, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed};
 use crate::ids::{CallId, RunId, TenantId};
 
 /// A call being handled.
@@ -76,9 +76,21 @@ impl Call {
         })
     }
 
-    pub(super) fn event(&self, core: &Core, kind: &str, data: Value) -> Event {
-        core.engine
-            .event(kind, &self.tenant, &self.run, Some(&self.call_id), data)
+    /// An event of `kind` about this call, to send.
+    pub(super) fn draft<'a, T: serde::Serialize>(
+        &'a self,
+        core: &'a Core,
+        kind: &'a str,
+        data: T,
+    ) -> Draft<'a, T> {
+        Draft::new(
+            kind,
+            core.engine.source(),
+            &self.tenant,
+            &self.run,
+            Some(&self.call_id),
+            data,
+        )
     }
 }
 
@@ -103,19 +115,19 @@ impl Outcome {
 }
 
 /// Publishes `event` with `retry`, de-duplicated by its id.
-pub(super) async fn publish(core: &Core, retry: &RetryPolicy, event: &Event) -> bool {
-    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), event.id.clone());
+pub(super) async fn publish<T: serde::Serialize>(
+    core: &Core,
+    retry: &RetryPolicy,
+    event: &Draft<'_, T>,
+) -> bool {
+    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), &event.id);
     match retry
-        .run(|| {
-            core.engine
-                .bus()
-                .publish(&subject, bytes.clone(), Some(&id))
-        })
+        .run(|| core.engine.bus().publish(&subject, bytes.clone(), Some(id)))
         .await
     {
         Ok(()) => true,
         Err(error) => {
-            tracing::error!(%error, kind = %event.kind, "could not publish a fact");
+            tracing::error!(%error, kind = %event.kind(), "could not publish a fact");
             false
         }
     }
@@ -133,9 +145,9 @@ pub(super) async fn publish_outcome_parts(
     retry: &RetryPolicy,
     call: &Call,
     kind: &str,
-    data: Value,
+    data: &Value,
 ) -> bool {
-    let mut event = call.event(core, kind, data);
+    let mut event = call.draft(core, kind, data);
     event.id = outcome_id(call);
     publish(core, retry, &event).await
 }
@@ -147,8 +159,18 @@ pub(super) async fn publish_outcome(
     call: &Call,
     outcome: &Outcome,
 ) -> bool {
-    let (kind, data) = outcome.to_event_parts();
-    publish_outcome_parts(core, retry, call, kind, data).await
+    match outcome {
+        Outcome::Completed(data) => {
+            let mut event = call.draft(core, TOOL_COMPLETED, data);
+            event.id = outcome_id(call);
+            publish(core, retry, &event).await
+        }
+        Outcome::Failed(data) => {
+            let mut event = call.draft(core, TOOL_FAILED, data);
+            event.id = outcome_id(call);
+            publish(core, retry, &event).await
+        }
+    }
 }
 
 /// Settles a message.
@@ -377,11 +399,7 @@ pub(super) async fn execute(
 /// everything this worker publishes later (so it precedes the call's outcome), and a
 /// background task logs a failed confirmation.
 pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
-    let event = call.event(
-        core,
-        kind,
-        serde_json::to_value(data).unwrap_or(Value::Null),
-    );
+    let event = call.draft(core, kind, data);
     let (subject, bytes) = (event.bus_subject(), event.to_bytes());
     let sent = core
         .engine
@@ -391,7 +409,7 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
     let confirmation = match sent {
         Ok(confirmation) => confirmation,
         Err(error) => {
-            tracing::warn!(%error, kind = %event.kind, "could not send a fact");
+            tracing::warn!(%error, kind, "could not send a fact");
             return;
         }
     };
@@ -404,10 +422,10 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
     {
         std::task::Poll::Ready(Ok(())) => {}
         std::task::Poll::Ready(Err(error)) => {
-            tracing::warn!(%error, kind = %event.kind, "a fact may not have been stored");
+            tracing::warn!(%error, kind, "a fact may not have been stored");
         }
         std::task::Poll::Pending => {
-            let kind = event.kind;
+            let kind = kind.to_owned();
             tokio::spawn(async move {
                 if let Err(error) = confirmation.await {
                     tracing::warn!(%error, %kind, "a fact may not have been stored");
@@ -424,10 +442,6 @@ pub(super) async fn publish_fact(
     kind: &str,
     data: impl serde::Serialize,
 ) {
-    let event = call.event(
-        core,
-        kind,
-        serde_json::to_value(data).unwrap_or(Value::Null),
-    );
+    let event = call.draft(core, kind, data);
     publish(core, &RetryPolicy::default(), &event).await;
 }

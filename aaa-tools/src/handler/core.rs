@@ -182,14 +182,18 @@ impl Ticket {
         }
     }
 
-    fn spend(&self) {
-        if !self.spent.swap(true, Ordering::SeqCst) {
+    /// Stops counting the call as queued; true when it still was.
+    fn spend(&self) -> bool {
+        let was_queued = !self.spent.swap(true, Ordering::SeqCst);
+        if was_queued {
             self.core.queued.fetch_sub(1, Ordering::SeqCst);
-            self.core.capacity.notify_waiters();
         }
+        was_queued
     }
 
-    /// The current task's call holds a permit now: it no longer counts as queued.
+    /// The current task's call holds a permit now: it no longer counts as queued. (The
+    /// permit it took and the queue place it left cancel out: no capacity is freed, so
+    /// nobody is told.)
     pub(super) fn spend_current() {
         let _ = TICKET.try_with(Ticket::spend);
     }
@@ -197,6 +201,9 @@ impl Ticket {
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.spend();
+        // A call that ends without a permit frees the place it held in the queue.
+        if self.spend() {
+            self.core.capacity.notify_waiters();
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::args;
 use crate::bus::{ConsumerSpec, Message, Subscription};
 use crate::engine::Engine;
 use crate::error::{ArgProblem, ToolArgsError};
-use crate::event::{Event, FailureKind, TOOL_REQUESTED, ToolRequested};
+use crate::event::{FailureKind, Parsed, TOOL_REQUESTED, ToolRequested};
 use crate::ids::{CallId, RunId, TenantId};
 use crate::tool::Tool;
 
@@ -197,13 +197,16 @@ async fn consume(
             Ok(message) => {
                 let core = core.clone();
                 let ticket = Ticket::new(core.clone());
-                tasks.spawn(TICKET.scope(ticket, async move {
+                // Boxed: a call's state machine is large, and tokio copies a task's
+                // future whole when it spawns and finishes it.
+                let fut = async move {
                     match kind {
                         Kind::Request => handle_request(&core, message).await,
                         Kind::Signal => approval::handle_signal(&core, message).await,
                     }
                     drop(slot);
-                }));
+                };
+                tasks.spawn(TICKET.scope(ticket, Box::pin(fut)));
             }
             Err(error) => {
                 tracing::warn!(%error, "the bus failed to deliver; retrying in 1 s");
@@ -242,18 +245,11 @@ fn salvage(payload: &[u8]) -> Option<Call> {
 }
 
 async fn handle_request(core: &Core, message: Message) {
-    let parsed = Event::from_bytes(&message.payload).and_then(|event| {
-        let (tenant, run, kind) = (
-            event.aaatenant.clone(),
-            event.aaarunid.clone(),
-            event.kind.clone(),
-        );
-        let data = event.into_data::<ToolRequested>();
-        data.map(|request| (tenant, run, kind, request))
-    });
+    let parsed = Parsed::<ToolRequested>::from_bytes(&message.payload);
     let (tenant, run, request) = match parsed {
-        Ok((tenant, run, kind, request)) if kind == TOOL_REQUESTED => (tenant, run, request),
-        Ok((_, _, kind, _)) => {
+        Ok(parsed) if parsed.kind == TOOL_REQUESTED => (parsed.tenant, parsed.run, parsed.data),
+        Ok(parsed) => {
+            let kind = parsed.kind;
             tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
             let _ = message.term().await;
             return;

@@ -411,7 +411,7 @@ async fn publish_recorded(
         &entry.handler.result_retry,
         call,
         &outcome.kind,
-        outcome.data.clone(),
+        &outcome.data,
     )
     .await;
     if !published {

@@ -99,7 +99,11 @@ pub(crate) async fn read<T: DeserializeOwned>(
 }
 
 pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    serde_json::to_vec(value).unwrap_or_default()
+    let mut out = Vec::with_capacity(256);
+    match serde_json::to_writer(&mut out, value) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
 }
 
 /// Calls counted for a run.

@@ -22,6 +22,16 @@ pub struct NatsBus {
     js: jetstream::Context,
     stream: stream::Stream,
     options: Arc<NatsOptions>,
+    /// Whether the server takes several filters per consumer (2.10 and later).
+    multi_filter: bool,
+}
+
+/// Whether a server of `version` (`major.minor.patch`) takes several filter subjects
+/// per consumer: 2.10 and later do.
+fn takes_several_filters(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (2, 10)
 }
 
 impl std::fmt::Debug for NatsBus {
@@ -51,6 +61,7 @@ impl NatsBus {
     ) -> Result<Self, NatsError> {
         options.validate()?;
         let options = Arc::new(options);
+        let multi_filter = takes_several_filters(&client.server_info().version);
         let js = jetstream::new(client);
         let config = stream::Config {
             name: options.stream.clone(),
@@ -74,7 +85,35 @@ impl NatsBus {
             js,
             stream,
             options,
+            multi_filter,
         })
+    }
+
+    /// The stream's messages through an ordered consumer (from the start) configured
+    /// by `config`.
+    async fn ordered(
+        &self,
+        config: pull::OrderedConfig,
+    ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
+        let consumer = self
+            .stream
+            .create_consumer(pull::OrderedConfig {
+                deliver_policy: DeliverPolicy::All,
+                ..config
+            })
+            .await
+            .map_err(unavailable)?;
+        let messages = consumer.messages().await.map_err(unavailable)?;
+        let stored = messages.map(|message| {
+            let message = message.map_err(unavailable)?;
+            let seq = message.info().map_err(unavailable)?.stream_sequence;
+            Ok(Stored {
+                seq,
+                subject: message.subject.to_string(),
+                payload: message.payload.to_vec(),
+            })
+        });
+        Ok(stored.boxed())
     }
 
     /// The consumer named `spec.durable`, created (or updated to `spec`) as needed.
@@ -217,26 +256,56 @@ impl Bus for NatsBus {
                 what: "filter",
                 detail: format!("{filter:?}: {detail}"),
             })?;
-            let consumer = self
-                .stream
-                .create_consumer(pull::OrderedConfig {
-                    filter_subject: filter.to_owned(),
-                    deliver_policy: DeliverPolicy::All,
+            self.ordered(pull::OrderedConfig {
+                filter_subject: filter.to_owned(),
+                ..Default::default()
+            })
+            .await
+        })
+    }
+
+    fn replay_any<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        Box::pin(async move {
+            for filter in filters {
+                check_subject(filter, true).map_err(|detail| BusError::Invalid {
+                    what: "filter",
+                    detail: format!("{filter:?}: {detail}"),
+                })?;
+            }
+            if self.multi_filter && filters.len() > 1 {
+                let config = pull::OrderedConfig {
+                    filter_subjects: filters.to_vec(),
                     ..Default::default()
+                };
+                match self.ordered(config).await {
+                    Ok(stream) => return Ok(stream),
+                    // A server of the cluster that takes one filter: cover them.
+                    Err(error) => {
+                        tracing::debug!(%error, "several filters refused; replaying a covering filter")
+                    }
+                }
+            }
+            let cover =
+                super::super::bus::covering_filter(filters).ok_or_else(|| BusError::Invalid {
+                    what: "filter",
+                    detail: "at least one filter is required".into(),
+                })?;
+            let stream = self.replay(&cover).await?;
+            let filters = filters.to_vec();
+            Ok(stream
+                .filter(move |item| {
+                    let keep = match item {
+                        Ok(stored) => filters
+                            .iter()
+                            .any(|f| crate::bus::subject_matches(f, &stored.subject)),
+                        Err(_) => true,
+                    };
+                    std::future::ready(keep)
                 })
-                .await
-                .map_err(unavailable)?;
-            let messages = consumer.messages().await.map_err(unavailable)?;
-            let stored = messages.map(|message| {
-                let message = message.map_err(unavailable)?;
-                let seq = message.info().map_err(unavailable)?.stream_sequence;
-                Ok(Stored {
-                    seq,
-                    subject: message.subject.to_string(),
-                    payload: message.payload.to_vec(),
-                })
-            });
-            Ok(stored.boxed())
+                .boxed())
         })
     }
 }
@@ -400,5 +469,17 @@ impl Acker for NatsAcker {
     }
     fn term(&self, _seq: u64) -> BusFuture<'_, ()> {
         self.confirm(AckKind::Term)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn servers_from_2_10_take_several_filters() {
+        assert!(super::takes_several_filters("2.10.0"));
+        assert!(super::takes_several_filters("2.15.1"));
+        assert!(super::takes_several_filters("3.0.0"));
+        assert!(!super::takes_several_filters("2.9.10"));
+        assert!(!super::takes_several_filters("garbage"));
     }
 }

@@ -29,6 +29,12 @@
 //!   Ids are limited to `[A-Za-z0-9_-]` (see [`RunId`](crate::RunId)), and every
 //!   subject and filter is checked before it reaches the server, so no id can widen a
 //!   subscription.
+//! - **Outcome watchers**: a [`RunHandle`](crate::RunHandle) waiting for outcomes reads
+//!   its run through one ordered consumer filtered to `…tool.completed` and
+//!   `…tool.failed`. Servers from 2.10 take both filters on one consumer (async-nats'
+//!   `server_2_10` feature); with 2.9, which takes one, the consumer uses the covering
+//!   filter `…tool.*` and the client drops what matches neither (the requests, with
+//!   their arguments, then still cross the wire).
 //! - **Durable pull consumers** `aaa-tool-requests` (`aaa.*.*.tool.requested`) and
 //!   `aaa-approval-signals` (`aaa.*.*.approval.*`), explicit acks, `AckWait` = the
 //!   handler's [`ack_wait`](crate::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
