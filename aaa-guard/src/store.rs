@@ -129,12 +129,17 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
 
 /// Checks that a key is `.`-separated tokens of `[A-Za-z0-9_-]`.
 pub fn check_key(key: &str) -> Result<(), StoreError> {
-    let ok = !key.is_empty()
-        && key.split('.').all(|t| {
-            !t.is_empty()
-                && t.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-        });
+    // Every store operation checks its key: one pass over the bytes without early exit
+    // (it vectorizes), then the dots (no empty token).
+    let bytes = key.as_bytes();
+    let allowed = bytes.iter().fold(true, |ok, &b| {
+        ok & (b.is_ascii_alphanumeric() | (b == b'_') | (b == b'-') | (b == b'.'))
+    });
+    let ok = allowed
+        && !bytes.is_empty()
+        && bytes[0] != b'.'
+        && bytes[bytes.len() - 1] != b'.'
+        && !bytes.windows(2).any(|w| w == b"..");
     if ok {
         Ok(())
     } else {
@@ -313,6 +318,16 @@ mod tests {
         match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(v) => v,
             Poll::Pending => panic!("the memory store never waits"),
+        }
+    }
+
+    #[test]
+    fn keys_are_dot_separated_tokens_of_safe_bytes() {
+        for good in ["a", "guard.default.run-1.call_2", "A.b-c.D_9"] {
+            assert!(check_key(good).is_ok(), "{good}");
+        }
+        for bad in ["", ".a", "a.", "a..b", "a b", "a.*", "a.>", "é", "a/b"] {
+            assert!(check_key(bad).is_err(), "{bad:?}");
         }
     }
 

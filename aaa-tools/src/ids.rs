@@ -91,6 +91,11 @@ macro_rules! id_type {
             pub fn as_str(&self) -> &str {
                 &self.0
             }
+
+            /// The id as a `String`.
+            pub fn into_string(self) -> String {
+                self.0
+            }
         }
 
         impl fmt::Display for $name {

@@ -11,7 +11,8 @@
 //!
 //! Each is measured at 1 call in flight (latency) and at 64 in flight (throughput).
 //! After the criterion groups, a summary measures every path again with a plain timed
-//! loop and prints a table with the engine's ratios against the others. The bench only
+//! loop, in rounds that alternate between the paths, and prints a table with the
+//! engine's ratios against the others. The bench only
 //! measures and prints; it never asserts a time.
 
 use std::cell::Cell;
@@ -39,6 +40,8 @@ const DUPLEX_BUFFER: usize = 64 * 1024;
 /// How long the summary measures each path and mode, split into rounds.
 const SUMMARY_ROUNDS: u32 = 5;
 const SUMMARY_ROUND: Duration = Duration::from_millis(200);
+/// How long a fresh subject runs before a summary round measures it.
+const WARM_UP: Duration = Duration::from_millis(50);
 
 /// Add two integers.
 #[aaa_tools::tool]
@@ -334,40 +337,40 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime) {
     group.finish();
 }
 
-/// Seconds per unit of work: the median over `SUMMARY_ROUNDS` timed rounds.
-fn timed(rt: &Runtime, subject: &Subject, batch: bool) -> f64 {
+/// Seconds per unit of work over one timed round of `length`.
+fn timed_round(
+    rt: &Runtime,
+    subject: &Subject,
+    batch: bool,
+    next: &mut i64,
+    length: Duration,
+) -> f64 {
     rt.block_on(async {
-        let mut next = 0_i64;
         let mut step = async || {
-            let i = next;
+            let i = *next;
             if batch {
-                next += IN_FLIGHT as i64;
+                *next += IN_FLIGHT as i64;
                 black_box(subject.batch(i).await);
             } else {
-                next += 1;
+                *next += 1;
                 black_box(subject.call(i).await);
             }
         };
-        // Warm up for one round.
         let start = Instant::now();
-        while start.elapsed() < SUMMARY_ROUND {
-            step().await;
-        }
-        let mut rounds = Vec::with_capacity(SUMMARY_ROUNDS as usize);
-        for _ in 0..SUMMARY_ROUNDS {
-            let start = Instant::now();
-            let mut units = 0_u64;
-            while start.elapsed() < SUMMARY_ROUND {
-                for _ in 0..16 {
-                    step().await;
-                }
-                units += 16;
+        let mut units = 0_u64;
+        while start.elapsed() < length {
+            for _ in 0..16 {
+                step().await;
             }
-            rounds.push(start.elapsed().as_secs_f64() / units as f64);
+            units += 16;
         }
-        rounds.sort_by(f64::total_cmp);
-        rounds[rounds.len() / 2]
+        start.elapsed().as_secs_f64() / units as f64
     })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// One row of the summary.
@@ -398,21 +401,41 @@ fn format_rate(per_second: f64) -> String {
 }
 
 /// Measures every path with a plain timed loop and prints the table and the ratios.
+/// The rounds alternate between the paths, so a slow spell of a shared machine falls on
+/// every path alike instead of on whichever ran then. Every measurement gets a fresh
+/// subject (an engine's log grows with every call, and a heap holding it slows every
+/// path's allocations).
 fn summary(rt: &Runtime) {
-    let mut rows = Vec::with_capacity(Kind::ALL.len());
-    for kind in Kind::ALL {
+    let measure = |kind: Kind, batch: bool| {
         let subject = rt.block_on(Subject::new(kind));
-        let latency = timed(rt, &subject, false);
+        let mut next = 0_i64;
+        // Warm the fresh subject up (connections, caches, the allocator) first.
+        timed_round(rt, &subject, batch, &mut next, WARM_UP);
+        let seconds = timed_round(rt, &subject, batch, &mut next, SUMMARY_ROUND);
         rt.block_on(subject.close());
-        let subject = rt.block_on(Subject::new(kind));
-        let per_batch = timed(rt, &subject, true);
-        rt.block_on(subject.close());
-        rows.push(Figures {
-            kind,
-            latency,
-            throughput: IN_FLIGHT as f64 / per_batch,
-        });
+        seconds
+    };
+    let mut latencies = vec![Vec::new(); Kind::ALL.len()];
+    let mut per_batch = vec![Vec::new(); Kind::ALL.len()];
+    // The first round warms up and is not counted.
+    for round in 0..=SUMMARY_ROUNDS {
+        for (i, &kind) in Kind::ALL.iter().enumerate() {
+            let (latency, batch) = (measure(kind, false), measure(kind, true));
+            if round > 0 {
+                latencies[i].push(latency);
+                per_batch[i].push(batch);
+            }
+        }
     }
+    let rows: Vec<Figures> = Kind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &kind)| Figures {
+            kind,
+            latency: median(std::mem::take(&mut latencies[i])),
+            throughput: IN_FLIGHT as f64 / median(std::mem::take(&mut per_batch[i])),
+        })
+        .collect();
     let figures = |kind: Kind| {
         rows.iter()
             .find(|row| row.kind == kind)
@@ -421,7 +444,7 @@ fn summary(rt: &Runtime) {
 
     println!();
     println!(
-        "dispatch summary (median of {SUMMARY_ROUNDS} rounds of {} ms each)",
+        "dispatch summary (median of {SUMMARY_ROUNDS} alternating rounds of {} ms each)",
         SUMMARY_ROUND.as_millis()
     );
     println!("{:<34} {:>14} {:>16}", "path", "latency @1", "calls/s @64");

@@ -10,7 +10,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Acker, Bus, BusError, BusFuture, ConsumerSpec, Message, Stored, Subscription, subject_matches,
+    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Stored, Subscription,
+    subject_matches,
 };
 
 /// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
@@ -61,7 +62,12 @@ struct State {
 
 /// The first three tokens of a subject, when it has more.
 fn prefix_of(subject: &str) -> Option<&str> {
-    let third = subject.match_indices('.').map(|(i, _)| i).nth(2)?;
+    let third = subject
+        .bytes()
+        .enumerate()
+        .filter(|(_, b)| *b == b'.')
+        .map(|(i, _)| i)
+        .nth(2)?;
     Some(&subject[..third])
 }
 
@@ -164,6 +170,76 @@ impl MemoryBus {
             }
             changed.await;
         }
+    }
+
+    /// Appends a message to the log (unless its id was seen within the window) and
+    /// wakes the consumers and replays it matches. Synchronous: publishing and sending
+    /// are the same thing here.
+    fn append(
+        &self,
+        subject: &str,
+        payload: Vec<u8>,
+        msg_id: Option<&str>,
+    ) -> Result<(), BusError> {
+        if let Err(why) = super::check_subject(subject, false) {
+            return Err(BusError::Invalid {
+                what: "subject",
+                detail: format!("{subject:?} is not a publishable subject: {why}"),
+            });
+        }
+        let mut state = self.shared.lock();
+        let now = Instant::now();
+        while let Some((at, _)) = state.recent_order.front() {
+            if now.duration_since(*at) < self.shared.dedup_window {
+                break;
+            }
+            if let Some((_, id)) = state.recent_order.pop_front() {
+                state.recent_ids.remove(&id);
+            }
+        }
+        if let Some(id) = msg_id {
+            if state.recent_ids.contains(id) {
+                return Ok(());
+            }
+            let id: Arc<str> = Arc::from(id);
+            state.recent_ids.insert(id.clone());
+            state.recent_order.push_back((now, id));
+        }
+        let seq = state.log.len() as u64 + 1;
+        if let Some(prefix) = prefix_of(subject) {
+            let position = state.log.len();
+            // Most publishes extend a run already indexed: no key to allocate.
+            match state.by_prefix.get_mut(prefix) {
+                Some(positions) => positions.push(position),
+                None => {
+                    state.by_prefix.insert(prefix.to_owned(), vec![position]);
+                }
+            }
+        }
+        state.log.push(Stored {
+            seq,
+            subject: subject.to_owned(),
+            payload,
+        });
+        // Waking only schedules the woken tasks, so it is done under the lock
+        // (no list of whom to wake to allocate per publish).
+        for consumer in state.consumers.values() {
+            if consumer.filters.iter().any(|f| subject_matches(f, subject)) {
+                consumer.wake.notify_waiters();
+            }
+        }
+        state
+            .replays
+            .retain(|(filters, notify)| match notify.upgrade() {
+                Some(notify) => {
+                    if filters.iter().any(|f| subject_matches(f, subject)) {
+                        notify.notify_waiters();
+                    }
+                    true
+                }
+                None => false,
+            });
+        Ok(())
     }
 
     /// The number of messages in the log.
@@ -347,67 +423,21 @@ impl Bus for MemoryBus {
         payload: Vec<u8>,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(why) = super::check_subject(subject, false) {
-                return Err(BusError::Invalid {
-                    what: "subject",
-                    detail: format!("{subject:?} is not a publishable subject: {why}"),
-                });
-            }
-            let mut state = self.shared.lock();
-            let now = Instant::now();
-            while let Some((at, _)) = state.recent_order.front() {
-                if now.duration_since(*at) < self.shared.dedup_window {
-                    break;
-                }
-                if let Some((_, id)) = state.recent_order.pop_front() {
-                    state.recent_ids.remove(&id);
-                }
-            }
-            if let Some(id) = msg_id {
-                if state.recent_ids.contains(id) {
-                    return Ok(());
-                }
-                let id: Arc<str> = Arc::from(id);
-                state.recent_ids.insert(id.clone());
-                state.recent_order.push_back((now, id));
-            }
-            let seq = state.log.len() as u64 + 1;
-            if let Some(prefix) = prefix_of(subject) {
-                let position = state.log.len();
-                // Most publishes extend a run already indexed: no key to allocate.
-                match state.by_prefix.get_mut(prefix) {
-                    Some(positions) => positions.push(position),
-                    None => {
-                        state.by_prefix.insert(prefix.to_owned(), vec![position]);
-                    }
-                }
-            }
-            state.log.push(Stored {
-                seq,
-                subject: subject.to_owned(),
-                payload,
-            });
-            // Waking only schedules the woken tasks, so it is done under the lock
-            // (no list of whom to wake to allocate per publish).
-            for consumer in state.consumers.values() {
-                if consumer.filters.iter().any(|f| subject_matches(f, subject)) {
-                    consumer.wake.notify_waiters();
-                }
-            }
-            state
-                .replays
-                .retain(|(filters, notify)| match notify.upgrade() {
-                    Some(notify) => {
-                        if filters.iter().any(|f| subject_matches(f, subject)) {
-                            notify.notify_waiters();
-                        }
-                        true
-                    }
-                    None => false,
-                });
-            Ok(())
-        })
+        let stored = self.append(subject, payload, msg_id);
+        Box::pin(std::future::ready(stored))
+    }
+
+    /// Stores at once (there is no server to wait for): the confirmation is ready.
+    fn send<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, Confirmation> {
+        let stored = self.append(subject, payload, msg_id);
+        Box::pin(std::future::ready(Ok(
+            Box::pin(std::future::ready(stored)) as Confirmation
+        )))
     }
 
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {

@@ -102,15 +102,28 @@ impl Outcome {
         }
     }
 
-    /// The event type and data.
-    pub(super) fn to_event_parts(&self) -> (&'static str, Value) {
-        match self {
-            Outcome::Completed(c) => (
-                TOOL_COMPLETED,
-                serde_json::to_value(c).unwrap_or(Value::Null),
-            ),
-            Outcome::Failed(f) => (TOOL_FAILED, serde_json::to_value(f).unwrap_or(Value::Null)),
-        }
+    /// The event type and data, moving the outcome's parts into the data (no copy of
+    /// the result).
+    pub(super) fn into_event_parts(self) -> (&'static str, Value) {
+        let mut data = Map::with_capacity(5);
+        let kind = match self {
+            Outcome::Completed(c) => {
+                data.insert("call_id".into(), Value::String(c.call_id.into_string()));
+                data.insert("name".into(), Value::String(c.name));
+                data.insert("result".into(), c.result);
+                data.insert("attempt".into(), Value::from(c.attempt));
+                TOOL_COMPLETED
+            }
+            Outcome::Failed(f) => {
+                data.insert("call_id".into(), Value::String(f.call_id.into_string()));
+                data.insert("name".into(), Value::String(f.name));
+                data.insert("kind".into(), Value::String(f.kind.as_str().to_owned()));
+                data.insert("message".into(), Value::String(f.message));
+                data.insert("attempt".into(), Value::from(f.attempt));
+                TOOL_FAILED
+            }
+        };
+        (kind, Value::Object(data))
     }
 }
 
@@ -201,7 +214,7 @@ pub(super) fn ack_if(published: bool) -> Disposition {
 pub(super) async fn with_progress<F: Future>(
     core: &Core,
     message: &Message,
-    lease: Option<&Lease>,
+    lease: Option<&Lease<'_>>,
     cancel: Option<&CancellationToken>,
     fut: F,
 ) -> Option<F::Output> {
@@ -259,7 +272,7 @@ pub(super) async fn execute(
     arguments: Value,
     carrier: &Message,
     attempt: u32,
-    lease: Option<&Lease>,
+    lease: Option<&Lease<'_>>,
 ) -> Executed {
     let default_key = || format!("{}/{}", call.run, call.call_id);
     let key = match entry.tool.idempotency_key_checked(&arguments, default_key) {
@@ -444,4 +457,40 @@ pub(super) async fn publish_fact(
 ) {
     let event = call.draft(core, kind, data);
     publish(core, &RetryPolicy::default(), &event).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outcome_data_is_what_serde_writes_for_the_fact() {
+        let call_id = CallId::new("c-1").unwrap();
+        let completed = ToolCompleted {
+            call_id: call_id.clone(),
+            name: "add".into(),
+            result: json!({"sum": 5}),
+            attempt: 2,
+        };
+        let failed = ToolFailed {
+            call_id,
+            name: "add".into(),
+            kind: FailureKind::OutcomeUnknown,
+            message: "lost".into(),
+            attempt: 1,
+        };
+        let expected = serde_json::to_value(&completed).unwrap();
+        let (kind, data) = Outcome::Completed(completed).into_event_parts();
+        assert_eq!(
+            (kind, data.to_string()),
+            (TOOL_COMPLETED, expected.to_string())
+        );
+        let expected = serde_json::to_value(&failed).unwrap();
+        let (kind, data) = Outcome::Failed(failed).into_event_parts();
+        assert_eq!(
+            (kind, data.to_string()),
+            (TOOL_FAILED, expected.to_string())
+        );
+    }
 }

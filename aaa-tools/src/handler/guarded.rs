@@ -81,21 +81,18 @@ pub(crate) async fn write_record(
 }
 
 /// The lease an attempt holds while it runs.
-pub(super) struct Lease {
-    key: String,
+pub(super) struct Lease<'a> {
+    key: &'a str,
     attempt: u32,
-    config: GuardConfig,
+    config: &'a GuardConfig,
     current: Mutex<(CallRecord, Revision)>,
     lost: std::sync::atomic::AtomicBool,
-    store: std::sync::Arc<dyn GuardStore>,
-    call: CallId,
-    name: String,
-    worker: String,
-    tenant: TenantId,
-    run: RunId,
+    store: &'a dyn GuardStore,
+    call: &'a Call,
+    worker: &'a str,
 }
 
-impl Lease {
+impl Lease<'_> {
     pub(super) fn heartbeat(&self) -> Duration {
         self.config.heartbeat()
     }
@@ -119,13 +116,13 @@ impl Lease {
     pub(super) async fn renew(&self) -> bool {
         let (record, revision) = self.snapshot();
         let renewed = record.renewed();
-        match write_record(&*self.store, &self.key, &renewed, Some(revision)).await {
+        match write_record(self.store, self.key, &renewed, Some(revision)).await {
             Ok(revision) => {
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (renewed, revision);
                 true
             }
             Err(StoreError::Conflict { .. }) => {
-                match read::<CallRecord>(&*self.store, &self.key).await {
+                match read::<CallRecord>(self.store, self.key).await {
                     Ok(Some((found, revision)))
                         if found.is_held_by(self.attempt) && found.holder == self.worker =>
                     {
@@ -150,23 +147,16 @@ impl Lease {
 
     /// Publishes `aaa.guard.lease_lost`.
     pub(super) async fn report_lost(&self, core: &Core) {
-        let call = Call {
-            tenant: self.tenant.clone(),
-            run: self.run.clone(),
-            call_id: self.call.clone(),
-            name: self.name.clone(),
-            meta: Default::default(),
-        };
         let fact = AttemptFact {
-            call_id: self.call.clone(),
-            name: self.name.clone(),
+            call_id: self.call.call_id.clone(),
+            name: self.call.name.clone(),
             attempt: self.attempt,
-            worker: self.worker.clone(),
+            worker: self.worker.to_owned(),
             previous_attempt: None,
             previous_worker: None,
         };
-        tracing::warn!(call_id = %self.call, attempt = self.attempt, policy = %self.config.lost_lease, "lease lost");
-        call::publish_fact(core, &call, LEASE_LOST, fact).await;
+        tracing::warn!(call_id = %self.call.call_id, attempt = self.attempt, policy = %self.config.lost_lease, "lease lost");
+        call::publish_fact(core, self.call, LEASE_LOST, fact).await;
     }
 }
 
@@ -213,12 +203,11 @@ pub(super) async fn run_call(
             previous,
         } => (attempt, record, revision, previous),
     };
-    let worker = core.worker.clone();
     let started = AttemptFact {
         call_id: call.call_id.clone(),
         name: call.name.clone(),
         attempt,
-        worker: worker.clone(),
+        worker: core.worker.clone(),
         previous_attempt: previous.as_ref().map(|(a, _)| *a),
         previous_worker: previous.as_ref().map(|(_, w)| w.clone()),
     };
@@ -227,17 +216,14 @@ pub(super) async fn run_call(
         call::send_fact(core, call, TAKEN_OVER, &started).await;
     }
     let lease = Lease {
-        key: key.clone(),
+        key: &key,
         attempt,
-        config: config.clone(),
+        config,
         current: Mutex::new((*record, revision)),
         lost: std::sync::atomic::AtomicBool::new(false),
-        store: core.engine.store().clone(),
-        call: call.call_id.clone(),
-        name: call.name.clone(),
-        worker,
-        tenant: call.tenant.clone(),
-        run: call.run.clone(),
+        store: &**core.engine.store(),
+        call,
+        worker: &core.worker,
     };
     let outcome =
         match call::execute(core, entry, call, arguments, carrier, attempt, Some(&lease)).await {
@@ -354,7 +340,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                         old.attempt,
                     )
                 };
-                let (kind, data) = outcome.to_event_parts();
+                let (kind, data) = outcome.into_event_parts();
                 let recorded = RecordedOutcome {
                     kind: kind.to_owned(),
                     data,
@@ -443,11 +429,11 @@ async fn commit(
 ) -> Disposition {
     let store = &**core.engine.store();
     let fence = entry.config.guard.fence_results;
-    let (kind, data) = outcome.to_event_parts();
-    let recorded = RecordedOutcome {
+    let (kind, data) = outcome.into_event_parts();
+    let mut recorded = Some(RecordedOutcome {
         kind: kind.to_owned(),
         data,
-    };
+    });
     loop {
         let found = match known.take() {
             Some(known) => Ok(Some(known)),
@@ -474,12 +460,20 @@ async fn commit(
             }
             return Disposition::Leave;
         }
-        let finished = current.finished(recorded.clone());
+        // The first try takes the outcome; a conflict's retry reads it back.
+        let outcome = match recorded.take() {
+            Some(outcome) => outcome,
+            None => return Disposition::Nak,
+        };
+        let finished = current.finished(outcome);
         match write_record(store, key, &finished, Some(revision)).await {
             Ok(revision) => {
                 return publish_recorded(core, entry, call, key, &finished, revision, false).await;
             }
-            Err(StoreError::Conflict { .. }) => continue,
+            Err(StoreError::Conflict { .. }) => {
+                recorded = finished.outcome;
+                continue;
+            }
             Err(error) => {
                 tracing::warn!(%error, key, "could not commit an outcome; the call will be delivered again");
                 return Disposition::Nak;
