@@ -38,10 +38,10 @@ const IN_FLIGHT: usize = 64;
 /// Capacity of each direction of the in-memory duplex pipe.
 const DUPLEX_BUFFER: usize = 64 * 1024;
 /// How long the summary measures each path and mode, split into rounds.
-const SUMMARY_ROUNDS: u32 = 5;
-const SUMMARY_ROUND: Duration = Duration::from_millis(200);
+const SUMMARY_ROUNDS: u32 = 9;
+const SUMMARY_ROUND: Duration = Duration::from_millis(150);
 /// How long a fresh subject runs before a summary round measures it.
-const WARM_UP: Duration = Duration::from_millis(50);
+const WARM_UP: Duration = Duration::from_millis(100);
 
 /// Add two integers.
 #[aaa_tools::tool]
