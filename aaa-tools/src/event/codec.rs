@@ -1,0 +1,302 @@
+//! The fast paths of the wire format: [`Parsed`] reads an event and its data in one
+//! pass, [`Draft`] writes one without an intermediate JSON value. Both speak exactly
+//! the format of [`Event`] (the tests compare them byte for byte); the engine uses them
+//! on every call, [`Event`] stays the public, general form.
+
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Event, EventError, fast_uuid, subject};
+use crate::ids::{CallId, RunId, TenantId};
+
+/// An event whose `data` was decoded as `T` while it was parsed.
+#[derive(Debug)]
+pub(crate) struct Parsed<T> {
+    /// The event type.
+    pub(crate) kind: String,
+    /// The tenant.
+    pub(crate) tenant: TenantId,
+    /// The run.
+    pub(crate) run: RunId,
+    /// The payload.
+    pub(crate) data: T,
+}
+
+/// The wire form, read in one pass: the attributes the engine needs, the required
+/// ones it does not need checked for presence only, `data` straight into `T`.
+#[derive(Deserialize)]
+struct WireIn<'a, T> {
+    #[serde(borrow)]
+    specversion: std::borrow::Cow<'a, str>,
+    #[allow(dead_code)]
+    id: serde::de::IgnoredAny,
+    #[allow(dead_code)]
+    source: serde::de::IgnoredAny,
+    #[allow(dead_code)]
+    time: serde::de::IgnoredAny,
+    #[serde(rename = "type")]
+    kind: String,
+    aaarunid: RunId,
+    aaatenant: TenantId,
+    data: T,
+}
+
+impl<T: serde::de::DeserializeOwned> Parsed<T> {
+    /// Parses an event and its data in one pass (the hot path: no intermediate JSON
+    /// value). What does not parse goes through [`Event::from_bytes`] and
+    /// [`Event::into_data`] again, for their precise errors.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Parsed<T>, EventError> {
+        if let Ok(wire) = serde_json::from_slice::<WireIn<'_, T>>(bytes)
+            && wire.specversion == "1.0"
+        {
+            return Ok(Parsed {
+                kind: wire.kind,
+                tenant: wire.aaatenant,
+                run: wire.aaarunid,
+                data: wire.data,
+            });
+        }
+        let event = Event::from_bytes(bytes)?;
+        let (kind, tenant, run) = (
+            event.kind.clone(),
+            event.aaatenant.clone(),
+            event.aaarunid.clone(),
+        );
+        Ok(Parsed {
+            kind,
+            tenant,
+            run,
+            data: event.into_data()?,
+        })
+    }
+}
+
+/// An event to send, borrowing what it can: serialized straight to bytes, in the same
+/// form as [`Event`] (no intermediate JSON value for `data`).
+#[derive(Serialize)]
+pub(crate) struct Draft<'a, T> {
+    specversion: &'static str,
+    /// The event id (the bus de-duplicates by it).
+    pub(crate) id: String,
+    source: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    time: String,
+    datacontenttype: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject: Option<&'a str>,
+    aaarunid: &'a RunId,
+    aaatenant: &'a TenantId,
+    data: T,
+}
+
+impl<'a, T: Serialize> Draft<'a, T> {
+    /// A new event of `kind` for a run, with a fresh id and the current time.
+    pub(crate) fn new(
+        kind: &'a str,
+        source: &'a str,
+        tenant: &'a TenantId,
+        run: &'a RunId,
+        call: Option<&'a CallId>,
+        data: T,
+    ) -> Self {
+        Draft {
+            specversion: "1.0",
+            id: new_event_id(),
+            source,
+            kind,
+            time: now_rfc3339(),
+            datacontenttype: "application/json",
+            subject: call.map(CallId::as_str),
+            aaarunid: run,
+            aaatenant: tenant,
+            data,
+        }
+    }
+
+    /// The event type.
+    pub(crate) fn kind(&self) -> &str {
+        self.kind
+    }
+
+    /// The bus subject this event travels on.
+    pub(crate) fn bus_subject(&self) -> String {
+        subject(self.aaatenant, self.aaarunid, self.kind)
+    }
+
+    /// The JSON bytes of the event: the same object `serde_json` would write for it,
+    /// with the envelope written directly (its strings are ids, constants and times,
+    /// which rarely need escaping) and only `data` going through serde.
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(320);
+        out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
+        write_json_str(&mut out, &self.id);
+        out.extend_from_slice(b",\"source\":");
+        write_json_str(&mut out, self.source);
+        out.extend_from_slice(b",\"type\":");
+        write_json_str(&mut out, self.kind);
+        out.extend_from_slice(b",\"time\":");
+        write_json_str(&mut out, &self.time);
+        out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
+        if let Some(subject) = self.subject {
+            out.extend_from_slice(b",\"subject\":");
+            write_json_str(&mut out, subject);
+        }
+        out.extend_from_slice(b",\"aaarunid\":");
+        write_json_str(&mut out, self.aaarunid.as_str());
+        out.extend_from_slice(b",\"aaatenant\":");
+        write_json_str(&mut out, self.aaatenant.as_str());
+        out.extend_from_slice(b",\"data\":");
+        if serde_json::to_writer(&mut out, &self.data).is_err() {
+            // Data types of events serialize to JSON without fail; should one not,
+            // the event still parses, with no data.
+            out.extend_from_slice(b"null");
+        }
+        out.push(b'}');
+        out
+    }
+}
+
+/// Writes `text` as a JSON string: as is when nothing in it needs escaping (the usual
+/// case for envelope attributes), through `serde_json` otherwise.
+fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    // No early exit, so the check vectorizes.
+    let plain = text.bytes().fold(true, |plain, b| {
+        plain & (b >= 0x20) & (b != b'"') & (b != b'\\') & (b < 0x7f)
+    });
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, text).is_err() {
+        out.extend_from_slice(b"\"\"");
+    }
+}
+
+/// A fresh event id: a random UUID, hyphenated, written without the formatting
+/// machinery (every event gets one).
+pub(super) fn new_event_id() -> String {
+    let mut buffer = uuid::Uuid::encode_buffer();
+    fast_uuid()
+        .hyphenated()
+        .encode_lower(&mut buffer)
+        .to_owned()
+}
+
+/// The current time in RFC 3339 with microseconds, UTC. The date and time down to the
+/// second are formatted once per second per thread; only the microseconds are added
+/// per event.
+pub(super) fn now_rfc3339() -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let Ok(since) = now.duration_since(SystemTime::UNIX_EPOCH) else {
+        return humantime::format_rfc3339_micros(now).to_string();
+    };
+    let (secs, micros) = (since.as_secs(), since.subsec_micros());
+    SECOND.with_borrow_mut(|(cached, prefix)| {
+        if *cached != secs {
+            // `YYYY-MM-DDTHH:MM:SS` of this second.
+            let whole = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+            let text = humantime::format_rfc3339_seconds(whole).to_string();
+            *prefix = text.trim_end_matches('Z').to_owned();
+            *cached = secs;
+        }
+        let mut out = String::with_capacity(prefix.len() + 8);
+        out.push_str(prefix);
+        out.push('.');
+        let digits = micros.to_string();
+        for _ in digits.len()..6 {
+            out.push('0');
+        }
+        out.push_str(&digits);
+        out.push('Z');
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{TOOL_COMPLETED, ToolCompleted};
+    use serde_json::{Value, json};
+
+    #[test]
+    fn drafts_are_events_and_parse_in_one_pass() {
+        let (tenant, run, call) = (
+            TenantId::default(),
+            RunId::new("run-1").unwrap(),
+            CallId::new("c-1").unwrap(),
+        );
+        let data = ToolCompleted {
+            call_id: call.clone(),
+            name: "add".into(),
+            result: json!(5),
+            attempt: 1,
+        };
+        let draft = Draft::new(TOOL_COMPLETED, "src", &tenant, &run, Some(&call), &data);
+        // The hand-written envelope is what serde writes for the same draft.
+        assert_eq!(draft.to_bytes(), serde_json::to_vec(&draft).unwrap());
+        let odd = Draft::new(
+            "a\"b\\c\u{1}é",
+            "src",
+            &tenant,
+            &run,
+            None,
+            json!({"k": [1]}),
+        );
+        assert_eq!(odd.to_bytes(), serde_json::to_vec(&odd).unwrap());
+        let event = Event::from_bytes(&draft.to_bytes()).unwrap();
+        assert_eq!(event.bus_subject(), draft.bus_subject());
+        assert_eq!(
+            (event.id.as_str(), event.subject.as_deref()),
+            (draft.id.as_str(), Some("c-1"))
+        );
+        assert_eq!(event.data_as::<ToolCompleted>().unwrap(), data);
+        let bytes = draft.to_bytes();
+        let wire = serde_json::from_slice::<WireIn<'_, ToolCompleted>>(&bytes);
+        assert!(
+            wire.is_ok(),
+            "the one-pass parse reads a draft: {:?}",
+            wire.err().map(|e| e.to_string())
+        );
+        let parsed = Parsed::<ToolCompleted>::from_bytes(&draft.to_bytes()).unwrap();
+        assert_eq!(
+            (parsed.kind.as_str(), parsed.run, parsed.data),
+            (TOOL_COMPLETED, run, data)
+        );
+        // What the one-pass parse rejects gets the two-pass errors.
+        let no_data = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t"});
+        let error =
+            Parsed::<ToolCompleted>::from_bytes(no_data.to_string().as_bytes()).unwrap_err();
+        assert!(error.to_string().contains("invalid data"), "{error}");
+        let old = json!({"specversion": "0.3", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t", "data": {}});
+        let error = Parsed::<Value>::from_bytes(old.to_string().as_bytes()).unwrap_err();
+        assert!(error.to_string().contains("specversion"), "{error}");
+    }
+
+    #[test]
+    fn event_times_are_rfc3339_with_microseconds() {
+        for _ in 0..3 {
+            let ours = now_rfc3339();
+            let parsed = humantime::parse_rfc3339(&ours).expect("parses");
+            let age = SystemTime::now()
+                .duration_since(parsed)
+                .expect("not in the future");
+            assert!(age < std::time::Duration::from_secs(5), "{ours}");
+            assert_eq!(
+                (ours.len(), &ours[19..20], &ours[26..]),
+                (27, ".", "Z"),
+                "{ours}"
+            );
+        }
+        let id = new_event_id();
+        assert_eq!(
+            uuid::Uuid::parse_str(&id).unwrap().hyphenated().to_string(),
+            id
+        );
+    }
+}
