@@ -221,11 +221,12 @@ impl MemoryBus {
             subject: subject.to_owned(),
             payload,
         });
-        // Waking only schedules the woken tasks, so it is done under the lock
-        // (no list of whom to wake to allocate per publish).
+        // Woken after the lock is released: a wake-up may unpark another thread (a
+        // system call), which must not happen while every other publisher waits.
+        let mut wake: Vec<Arc<Notify>> = Vec::new();
         for consumer in state.consumers.values() {
             if consumer.filters.iter().any(|f| subject_matches(f, subject)) {
-                consumer.wake.notify_waiters();
+                wake.push(consumer.wake.clone());
             }
         }
         state
@@ -233,12 +234,16 @@ impl MemoryBus {
             .retain(|(filters, notify)| match notify.upgrade() {
                 Some(notify) => {
                     if filters.iter().any(|f| subject_matches(f, subject)) {
-                        notify.notify_waiters();
+                        wake.push(notify);
                     }
                     true
                 }
                 None => false,
             });
+        drop(state);
+        for notify in wake {
+            notify.notify_waiters();
+        }
         Ok(())
     }
 
