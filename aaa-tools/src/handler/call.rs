@@ -230,30 +230,39 @@ pub(super) async fn with_progress<F: Future>(
         tokio::select! {
             out = &mut fut => return Some(out),
             _ = ticker.tick() => {
-                if let Some(lease) = lease {
-                    if lease.is_lost() {
-                        continue;
+                // Boxed: a heartbeat is rare next to the calls it would otherwise
+                // enlarge (every call's task carries this future's state).
+                if Box::pin(beat(core, message, lease)).await == Some(LostLease::Cancel) {
+                    // Signal the tool, give it a heartbeat to stop cleanly, then drop
+                    // it. Whatever it returns is not recorded.
+                    if let (Some(cancel), Some(lease)) = (cancel, lease) {
+                        cancel.cancel();
+                        let _ = tokio::time::timeout(lease.heartbeat(), &mut fut).await;
                     }
-                    if !lease.renew().await {
-                        lease.report_lost(core).await;
-                        if lease.policy() == LostLease::Cancel {
-                            // Signal the tool, give it a heartbeat to stop cleanly, then
-                            // drop it. Whatever it returns is not recorded.
-                            if let Some(cancel) = cancel {
-                                cancel.cancel();
-                                let _ = tokio::time::timeout(lease.heartbeat(), &mut fut).await;
-                            }
-                            return None;
-                        }
-                        continue;
-                    }
-                }
-                if let Err(error) = message.in_progress().await {
-                    tracing::warn!(%error, seq = message.seq, "could not report progress");
+                    return None;
                 }
             }
         }
     }
+}
+
+/// One heartbeat: renews the lease (reporting it lost, with the policy, when a newer
+/// attempt holds the call), then tells the bus the message is still being worked on.
+/// A worker that lost its lease touches the message no more.
+async fn beat(core: &Core, message: &Message, lease: Option<&Lease<'_>>) -> Option<LostLease> {
+    if let Some(lease) = lease {
+        if lease.is_lost() {
+            return None;
+        }
+        if !lease.renew().await {
+            lease.report_lost(core).await;
+            return Some(lease.policy());
+        }
+    }
+    if let Err(error) = message.in_progress().await {
+        tracing::warn!(%error, seq = message.seq, "could not report progress");
+    }
+    None
 }
 
 /// How running a tool ended.

@@ -349,8 +349,16 @@ async fn admit_and_run(
         }
     }
     if entry.config.requires_approval || approval_reason.is_some() {
-        return approval::request_approval(core, &entry, call, arguments, approval_reason, message)
-            .await;
+        // Boxed: the approval path is rare and would enlarge every call's task.
+        return Box::pin(approval::request_approval(
+            core,
+            &entry,
+            call,
+            arguments,
+            approval_reason,
+            message,
+        ))
+        .await;
     }
     guarded::run_call(core, &entry, call, arguments, message).await
 }

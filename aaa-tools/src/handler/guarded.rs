@@ -296,7 +296,15 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
             }
             OnDelivery::Wait => {
                 let poll = config.wait_poll();
-                call::with_progress(core, carrier, None, None, tokio::time::sleep(poll)).await;
+                // Boxed, as the rare branches below: they would enlarge every call.
+                Box::pin(call::with_progress(
+                    core,
+                    carrier,
+                    None,
+                    None,
+                    tokio::time::sleep(poll),
+                ))
+                .await;
             }
             OnDelivery::TakeOver { next } => {
                 let Some((old, revision)) = current else {
@@ -352,9 +360,10 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 };
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
-                        let disposition =
-                            publish_recorded(core, entry, call, key, &record, revision, false)
-                                .await;
+                        let disposition = Box::pin(publish_recorded(
+                            core, entry, call, key, &record, revision, false,
+                        ))
+                        .await;
                         return Claimed::Settled(disposition);
                     }
                     Err(StoreError::Conflict { .. }) => continue,
@@ -369,7 +378,10 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     return Claimed::Settled(Disposition::Ack);
                 }
                 return Claimed::Settled(
-                    publish_recorded(core, entry, call, key, &record, revision, true).await,
+                    Box::pin(publish_recorded(
+                        core, entry, call, key, &record, revision, true,
+                    ))
+                    .await,
                 );
             }
         }
@@ -456,7 +468,7 @@ async fn commit(
                     current_attempt: current.attempt,
                 };
                 tracing::warn!(call_id = %call.call_id, attempt, current = current.attempt, "dropping a stale result");
-                call::publish_fact(core, call, STALE_RESULT, &stale).await;
+                Box::pin(call::publish_fact(core, call, STALE_RESULT, &stale)).await;
             }
             return Disposition::Leave;
         }
