@@ -168,9 +168,14 @@ impl PermitSlot {
 
     /// Gives the permit back (when the call ends, or while it waits).
     pub(crate) fn release(&self) {
-        let released = self.held.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if released.is_some() {
-            drop(released);
+        // The permit (a temporary of the condition) is back before anyone is told.
+        if self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .is_some()
+        {
             self.freed.notify_waiters();
         }
     }

@@ -586,21 +586,33 @@ impl aaa_guard::GuardStore for AmbiguousStore {
     }
 }
 
-/// A `count` call through an [`AmbiguousStore`]: the outcome, the tool's runs, and the
-/// first attempt started.
-async fn with_lost_store_answers(after: bool, lose: usize) -> (Outcome, usize, Vec<u32>) {
-    let system = System::new();
+/// A worker engine over `system`'s bus whose store loses the answers to the first
+/// `lose` writes of keys under `prefix` (see [`AmbiguousStore`]).
+async fn losing_store_answers(
+    system: &System,
+    prefix: &'static str,
+    lose: usize,
+    after: bool,
+) -> (Engine, HandlerHandle) {
     let store = AmbiguousStore {
         inner: system.store.clone(),
-        prefix: "guard.",
+        prefix,
         lose: AtomicUsize::new(lose),
         after,
     };
     let engine = Engine::new(system.bus.clone(), store);
-    let _worker = handler(&system.probe, &system.ledger, GuardConfig::default())
+    let worker = handler(&system.probe, &system.ledger, GuardConfig::default())
         .attach(&engine)
         .await
         .unwrap();
+    (engine, worker)
+}
+
+/// A `count` call through an [`AmbiguousStore`]: the outcome, the tool's runs, and the
+/// first attempt started.
+async fn with_lost_store_answers(after: bool, lose: usize) -> (Outcome, usize, Vec<u32>) {
+    let system = System::new();
+    let (engine, _worker) = losing_store_answers(&system, "guard.", lose, after).await;
     let run = engine.new_run();
     let outcome = run.call("count", json!({})).await.unwrap();
     settled(&system.bus).await;
@@ -629,17 +641,7 @@ async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
 #[tokio::test(start_paused = true)]
 async fn a_pending_approval_whose_write_answer_was_lost_is_still_asked_for() {
     let system = System::new();
-    let store = AmbiguousStore {
-        inner: system.store.clone(),
-        prefix: "approval.",
-        lose: AtomicUsize::new(1),
-        after: true,
-    };
-    let engine = Engine::new(system.bus.clone(), store);
-    let _worker = handler(&system.probe, &system.ledger, GuardConfig::default())
-        .attach(&engine)
-        .await
-        .unwrap();
+    let (engine, _worker) = losing_store_answers(&system, "approval.", 1, true).await;
     let run = engine.new_run();
     let call_id = run.request("approved_count", json!({})).await.unwrap();
     // The pending record was written but the worker saw a timeout; the request comes

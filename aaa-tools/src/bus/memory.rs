@@ -520,10 +520,7 @@ fn replay_filters(
     filters: Vec<String>,
 ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
     if filters.is_empty() {
-        return Err(BusError::Invalid {
-            what: "filter",
-            detail: "at least one filter is required".into(),
-        });
+        return Err(super::no_filters());
     }
     for filter in &filters {
         check_filter(filter)?;

@@ -253,26 +253,38 @@ pub trait Bus: Send + Sync + 'static {
         &'a self,
         filters: &'a [String],
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
-        Box::pin(async move {
-            let cover = covering_filter(filters).ok_or_else(|| BusError::Invalid {
-                what: "filter",
-                detail: "at least one filter is required".into(),
-            })?;
-            let stream = self.replay(&cover).await?;
-            if filters.len() == 1 {
-                return Ok(stream);
-            }
-            let filters = filters.to_vec();
-            let wanted = move |item: &Result<Stored, BusError>| {
-                let keep = match item {
-                    Ok(stored) => filters.iter().any(|f| subject_matches(f, &stored.subject)),
-                    Err(_) => true,
-                };
-                std::future::ready(keep)
-            };
-            Ok(Box::pin(futures::StreamExt::filter(stream, wanted))
-                as BoxStream<'static, Result<Stored, BusError>>)
-        })
+        Box::pin(replay_covering(self, filters))
+    }
+}
+
+/// The messages matching any of `filters`, through one replay of their covering filter,
+/// dropping what none of them matches: the default of [`Bus::replay_any`], and the
+/// fallback of buses that cannot always filter by several subjects.
+pub(crate) async fn replay_covering<B: Bus + ?Sized>(
+    bus: &B,
+    filters: &[String],
+) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
+    let cover = covering_filter(filters).ok_or_else(no_filters)?;
+    let stream = bus.replay(&cover).await?;
+    if filters.len() == 1 {
+        return Ok(stream);
+    }
+    let filters = filters.to_vec();
+    let wanted = move |item: &Result<Stored, BusError>| {
+        let keep = match item {
+            Ok(stored) => filters.iter().any(|f| subject_matches(f, &stored.subject)),
+            Err(_) => true,
+        };
+        std::future::ready(keep)
+    };
+    Ok(Box::pin(futures::StreamExt::filter(stream, wanted)))
+}
+
+/// The error for a replay asked for no filter at all.
+pub(crate) fn no_filters() -> BusError {
+    BusError::Invalid {
+        what: "filter",
+        detail: "at least one filter is required".into(),
     }
 }
 

@@ -152,13 +152,13 @@ pub(super) fn outcome_id(call: &Call) -> String {
     format!("outcome-{}-{}-{}", call.tenant, call.run, call.call_id)
 }
 
-/// Publishes an outcome fact of type `kind` with `data`.
-pub(super) async fn publish_outcome_parts(
+/// Publishes an outcome fact of type `kind` with `data`, under the call's outcome id.
+pub(super) async fn publish_outcome_parts<T: serde::Serialize>(
     core: &Core,
     retry: &RetryPolicy,
     call: &Call,
     kind: &str,
-    data: &Value,
+    data: T,
 ) -> bool {
     let mut event = call.draft(core, kind, data);
     event.id = outcome_id(call);
@@ -174,15 +174,9 @@ pub(super) async fn publish_outcome(
 ) -> bool {
     match outcome {
         Outcome::Completed(data) => {
-            let mut event = call.draft(core, TOOL_COMPLETED, data);
-            event.id = outcome_id(call);
-            publish(core, retry, &event).await
+            publish_outcome_parts(core, retry, call, TOOL_COMPLETED, data).await
         }
-        Outcome::Failed(data) => {
-            let mut event = call.draft(core, TOOL_FAILED, data);
-            event.id = outcome_id(call);
-            publish(core, retry, &event).await
-        }
+        Outcome::Failed(data) => publish_outcome_parts(core, retry, call, TOOL_FAILED, data).await,
     }
 }
 
@@ -428,7 +422,7 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
         .bus()
         .send(&subject, bytes, Some(&event.id))
         .await;
-    let confirmation = match sent {
+    let mut confirmation = match sent {
         Ok(confirmation) => confirmation,
         Err(error) => {
             tracing::warn!(%error, kind, "could not send a fact");
@@ -436,7 +430,6 @@ pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl s
         }
     };
     // A bus that stores as it sends (the embedded one) has confirmed already: no task.
-    let mut confirmation = confirmation;
     let waker = std::task::Waker::noop();
     match confirmation
         .as_mut()

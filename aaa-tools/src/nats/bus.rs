@@ -49,6 +49,14 @@ pub(super) fn storage_type(storage: Storage) -> StorageType {
     }
 }
 
+/// Checks a filter for the stream, as a bus error.
+fn valid_filter(filter: &str) -> Result<(), BusError> {
+    check_subject(filter, true).map_err(|detail| BusError::Invalid {
+        what: "filter",
+        detail: format!("{filter:?}: {detail}"),
+    })
+}
+
 fn unavailable(error: impl std::fmt::Display) -> BusError {
     BusError::Unavailable(error.to_string())
 }
@@ -128,10 +136,7 @@ impl NatsBus {
                 ),
             });
         };
-        check_subject(filter, true).map_err(|detail| BusError::Invalid {
-            what: "filter",
-            detail: format!("{filter:?}: {detail}"),
-        })?;
+        valid_filter(filter)?;
         let name_ok = !spec.durable.is_empty()
             && spec
                 .durable
@@ -252,10 +257,7 @@ impl Bus for NatsBus {
         filter: &'a str,
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         Box::pin(async move {
-            check_subject(filter, true).map_err(|detail| BusError::Invalid {
-                what: "filter",
-                detail: format!("{filter:?}: {detail}"),
-            })?;
+            valid_filter(filter)?;
             self.ordered(pull::OrderedConfig {
                 filter_subject: filter.to_owned(),
                 ..Default::default()
@@ -270,10 +272,7 @@ impl Bus for NatsBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         Box::pin(async move {
             for filter in filters {
-                check_subject(filter, true).map_err(|detail| BusError::Invalid {
-                    what: "filter",
-                    detail: format!("{filter:?}: {detail}"),
-                })?;
+                valid_filter(filter)?;
             }
             if self.multi_filter && filters.len() > 1 {
                 let config = pull::OrderedConfig {
@@ -288,24 +287,7 @@ impl Bus for NatsBus {
                     }
                 }
             }
-            let cover =
-                super::super::bus::covering_filter(filters).ok_or_else(|| BusError::Invalid {
-                    what: "filter",
-                    detail: "at least one filter is required".into(),
-                })?;
-            let stream = self.replay(&cover).await?;
-            let filters = filters.to_vec();
-            Ok(stream
-                .filter(move |item| {
-                    let keep = match item {
-                        Ok(stored) => filters
-                            .iter()
-                            .any(|f| crate::bus::subject_matches(f, &stored.subject)),
-                        Err(_) => true,
-                    };
-                    std::future::ready(keep)
-                })
-                .boxed())
+            crate::bus::replay_covering(self, filters).await
         })
     }
 }
