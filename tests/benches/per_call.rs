@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Run plainly (`cargo bench -p aaa-tests --bench per_call`), it prints calls per second
-//! with the guard on and off. Without `--bench` (as under `cargo test --benches`) it
+//! with the guard on and off. `--threads N` runs the engine on a multi-thread runtime with
+//! `N` workers instead, the caller in `block_on` as in `dispatch`: the difference to one
+//! thread is what thread wake-ups cost. Without `--bench` (as under `cargo test --benches`) it
 //! runs a few calls and checks their sums.
 
 use std::time::Instant;
@@ -33,6 +35,9 @@ struct Settings {
     in_flight: usize,
     /// `None`: both, one after the other.
     guard: Option<bool>,
+    /// `None`: a current-thread runtime; `Some(n)`: a multi-thread runtime with `n`
+    /// workers, the caller in `block_on` (as in `dispatch`).
+    threads: Option<usize>,
 }
 
 fn settings(args: &[String]) -> Settings {
@@ -46,15 +51,23 @@ fn settings(args: &[String]) -> Settings {
         calls: value("--calls").map_or(64_000, |v| v.parse().expect("--calls N")),
         in_flight: value("--in-flight").map_or(64, |v| v.parse().expect("--in-flight N")),
         guard: value("--guard").map(|v| v == "on"),
+        threads: value("--threads").map(|v| v.parse().expect("--threads N")),
     }
 }
 
 /// Runs `calls` calls, `in_flight` at a time, and returns calls per second.
-fn run(calls: usize, in_flight: usize, guard: bool) -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+fn run(calls: usize, in_flight: usize, guard: bool, threads: Option<usize>) -> f64 {
+    let rt = match threads {
+        None => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(n);
+            builder
+        }
+    }
+    .enable_all()
+    .build()
+    .expect("tokio runtime");
     rt.block_on(async {
         let engine = Engine::embedded();
         let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
@@ -91,8 +104,8 @@ fn run(calls: usize, in_flight: usize, guard: bool) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
-        run(128, 16, true);
-        run(128, 16, false);
+        run(128, 16, true, None);
+        run(128, 16, false, Some(2));
         return;
     }
     let settings = settings(&args);
@@ -101,13 +114,17 @@ fn main() {
         None => vec![true, false],
     };
     for guard in modes {
-        let rate = run(settings.calls, settings.in_flight, guard);
+        let rate = run(settings.calls, settings.in_flight, guard, settings.threads);
         println!(
-            "per_call: {} calls, {} in flight, guard {}: {:.1}k calls/s (one thread)",
+            "per_call: {} calls, {} in flight, guard {}: {:.1}k calls/s ({})",
             settings.calls,
             settings.in_flight,
             if guard { "on" } else { "off" },
-            rate / 1e3
+            rate / 1e3,
+            match settings.threads {
+                None => "one thread".to_string(),
+                Some(n) => format!("{n} worker threads, caller in block_on"),
+            }
         );
     }
 }
