@@ -17,6 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::config::Delivery;
 
@@ -61,12 +62,48 @@ pub struct CallRecord {
 
 /// An outcome as recorded: the event type (`aaa.tool.completed`, `aaa.tool.failed`,
 /// ...) and its data.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The data is kept as the JSON text it was written as: serialized once when the
+/// outcome is committed, then stored in the record and published in the fact byte for
+/// byte, never parsed and written again.
+///
+/// ```
+/// use aaa_guard::RecordedOutcome;
+/// use serde_json::json;
+///
+/// let outcome = RecordedOutcome::new("aaa.tool.completed", &json!({"result": 3})).unwrap();
+/// assert_eq!(outcome.data.get(), r#"{"result":3}"#);
+/// assert_eq!(outcome.data_value()["result"], 3);
+/// ```
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecordedOutcome {
     /// The event type.
     pub kind: String,
-    /// The event data.
-    pub data: Value,
+    /// The event data, as JSON text.
+    pub data: Box<RawValue>,
+}
+
+impl RecordedOutcome {
+    /// An outcome of event type `kind` whose data is `data` written as JSON.
+    pub fn new(kind: impl Into<String>, data: &impl Serialize) -> Result<Self, serde_json::Error> {
+        Ok(RecordedOutcome {
+            kind: kind.into(),
+            data: serde_json::value::to_raw_value(data)?,
+        })
+    }
+
+    /// The data parsed into a [`Value`] (`Null` if the text is not JSON, which a record
+    /// read back from a store cannot be: it was parsed to get here).
+    pub fn data_value(&self) -> Value {
+        serde_json::from_str(self.data.get()).unwrap_or(Value::Null)
+    }
+}
+
+/// Two outcomes are equal when their types and their data's JSON text are.
+impl PartialEq for RecordedOutcome {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.data.get() == other.data.get()
+    }
 }
 
 /// What a worker does with a delivery of a call, given the call's record.
@@ -92,7 +129,65 @@ pub enum OnDelivery {
     OutcomeUnknown,
 }
 
+impl CallState {
+    /// The wire name: `"running"`, `"finished"` or `"outcome_unknown"`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CallState::Running => "running",
+            CallState::Finished => "finished",
+            CallState::OutcomeUnknown => "outcome_unknown",
+        }
+    }
+}
+
 impl CallRecord {
+    /// The record as JSON: the bytes `serde_json::to_vec` writes for it, written
+    /// directly (every guarded call writes its record at least twice; the generic
+    /// serializer costs several times more). Read it back with `serde_json`.
+    ///
+    /// ```
+    /// use aaa_guard::{CallRecord, Delivery};
+    ///
+    /// let record = CallRecord::start("charge", "worker-1", Delivery::AtMostOnce, 3);
+    /// assert_eq!(record.to_json(), serde_json::to_vec(&record).unwrap());
+    /// let back: CallRecord = serde_json::from_slice(&record.to_json()).unwrap();
+    /// assert_eq!(back, record);
+    /// ```
+    pub fn to_json(&self) -> Vec<u8> {
+        let outcome_len = self
+            .outcome
+            .as_ref()
+            .map_or(0, |o| o.kind.len() + o.data.get().len() + 32);
+        let mut out = Vec::with_capacity(160 + self.name.len() + self.holder.len() + outcome_len);
+        out.extend_from_slice(b"{\"state\":\"");
+        out.extend_from_slice(self.state.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"name\":");
+        write_str(&mut out, &self.name);
+        out.extend_from_slice(b",\"attempt\":");
+        write_u64(&mut out, u64::from(self.attempt));
+        out.extend_from_slice(b",\"holder\":");
+        write_str(&mut out, &self.holder);
+        out.extend_from_slice(b",\"beats\":");
+        write_u64(&mut out, self.beats);
+        out.extend_from_slice(b",\"delivery\":\"");
+        out.extend_from_slice(self.delivery.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"max_attempts\":");
+        write_u64(&mut out, u64::from(self.max_attempts));
+        if let Some(outcome) = &self.outcome {
+            out.extend_from_slice(b",\"outcome\":{\"kind\":");
+            write_str(&mut out, &outcome.kind);
+            out.extend_from_slice(b",\"data\":");
+            out.extend_from_slice(outcome.data.get().as_bytes());
+            out.push(b'}');
+        }
+        out.extend_from_slice(if self.published {
+            b",\"published\":true}"
+        } else {
+            b",\"published\":false}"
+        });
+        out
+    }
+
     /// Attempt 1 of a call, held by `worker`.
     pub fn start(name: &str, worker: &str, delivery: Delivery, max_attempts: u32) -> Self {
         CallRecord {
@@ -194,6 +289,37 @@ impl CallRecord {
     }
 }
 
+/// Writes `text` as a JSON string, as serde_json does: as is when nothing in it needs
+/// escaping, through serde_json otherwise.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    // No early exit, so the check vectorizes.
+    let plain = text.bytes().fold(true, |plain, b| {
+        plain & (b >= 0x20) & (b != b'"') & (b != b'\\')
+    });
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else if serde_json::to_writer(&mut *out, text).is_err() {
+        out.extend_from_slice(b"\"\"");
+    }
+}
+
+/// Writes `n` in decimal.
+fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,10 +349,7 @@ mod tests {
             OnDelivery::OutcomeUnknown
         );
 
-        let done = at_least.finished(RecordedOutcome {
-            kind: "k".into(),
-            data: Value::Null,
-        });
+        let done = at_least.finished(RecordedOutcome::new("k", &Value::Null).unwrap());
         assert_eq!(
             CallRecord::on_delivery(Some(&done), true),
             OnDelivery::Finished { republish: true }
@@ -236,6 +359,29 @@ mod tests {
             CallRecord::on_delivery(Some(&published), false),
             OnDelivery::Finished { republish: false }
         );
+    }
+
+    #[test]
+    fn the_direct_writer_writes_what_serde_writes() {
+        let plain = CallRecord::start("add", "w1", Delivery::AtLeastOnce, 3);
+        let odd = CallRecord::start("t\u{e9}\"\\\n\u{1}", "w \u{7f}", Delivery::AtMostOnce, 1)
+            .taken_over("w\t2")
+            .renewed()
+            .renewed();
+        let data = serde_json::json!({"result": {"a": [1, 2.5, null, "x\"y"]}, "n": u64::MAX});
+        let finished = odd.finished(RecordedOutcome::new("aaa.tool.completed", &data).unwrap());
+        let unknown = plain
+            .unknown(RecordedOutcome::new("k\"", &Value::Null).unwrap())
+            .marked_published();
+        for record in [plain, odd, finished, unknown] {
+            let direct = record.to_json();
+            assert_eq!(
+                String::from_utf8(direct.clone()).unwrap(),
+                serde_json::to_string(&record).unwrap()
+            );
+            let back: CallRecord = serde_json::from_slice(&direct).unwrap();
+            assert_eq!(back, record);
+        }
     }
 
     #[test]
@@ -251,10 +397,7 @@ mod tests {
             second.accepts_result_of(1, false),
             "without fencing, the first result wins"
         );
-        let done = second.finished(RecordedOutcome {
-            kind: "k".into(),
-            data: Value::Null,
-        });
+        let done = second.finished(RecordedOutcome::new("k", &Value::Null).unwrap());
         assert!(!done.accepts_result_of(2, false));
     }
 }

@@ -95,10 +95,7 @@ impl Sim {
     }
 
     fn outcome(kind: &str) -> RecordedOutcome {
-        RecordedOutcome {
-            kind: kind.into(),
-            data: Value::Null,
-        }
+        RecordedOutcome::new(kind, &Value::Null).expect("null is JSON")
     }
 
     /// One look at the record by worker `w` holding a delivery (what `claim` does).

@@ -340,8 +340,10 @@ struct Watcher {
 
 #[derive(Default)]
 struct WatchState {
-    outcomes: HashMap<CallId, Outcome>,
-    waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>>,
+    /// The first outcome fact of each call, as stored: the waiters get the parsed
+    /// outcome itself, and a later ask parses these bytes again.
+    arrived: HashMap<CallId, Stored, foldhash::fast::RandomState>,
+    waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>, foldhash::fast::RandomState>,
     ended: bool,
 }
 
@@ -429,8 +431,8 @@ impl RunHandle {
         let watcher = self.watcher().await?;
         let receiver = {
             let mut state = watcher.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(outcome) = state.outcomes.get(call_id) {
-                return Ok(outcome.clone());
+            if let Some(outcome) = state.arrived.get(call_id).and_then(Outcome::from_stored) {
+                return Ok(outcome);
             }
             if state.ended {
                 return Err(EngineError::Closed(call_id.clone()));
@@ -480,11 +482,18 @@ impl RunHandle {
                 };
                 let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
                 let id = outcome.call_id().clone();
-                for waiter in state.waiters.remove(&id).unwrap_or_default() {
-                    let _ = waiter.send(outcome.clone());
-                }
                 // The first outcome of a call is its outcome.
-                state.outcomes.entry(id).or_insert(outcome);
+                if state.arrived.contains_key(&id) {
+                    continue;
+                }
+                let mut waiters = state.waiters.remove(&id).unwrap_or_default();
+                if let Some(last) = waiters.pop() {
+                    for waiter in waiters {
+                        let _ = waiter.send(outcome.clone());
+                    }
+                    let _ = last.send(outcome);
+                }
+                state.arrived.insert(id, stored);
             }
             let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
             state.ended = true;

@@ -99,11 +99,10 @@ impl Engine {
                 resolved_by: resolved_by.to_owned(),
             },
         };
-        let data = serde_json::to_value(&data).unwrap_or(Value::Null);
-        let resolved: CallRecord = record.finished(RecordedOutcome {
-            kind: TOOL_RESOLVED.to_owned(),
-            data: data.clone(),
-        });
+        // Strings and a JSON value always serialize.
+        let outcome = RecordedOutcome::new(TOOL_RESOLVED, &data).expect("a resolution is JSON");
+        let data = outcome.data_value();
+        let resolved: CallRecord = record.finished(outcome);
         match write_record(store, &key, &resolved.marked_published(), Some(revision)).await {
             Ok(_) => {}
             Err(StoreError::Conflict { .. }) => {

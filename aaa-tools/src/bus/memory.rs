@@ -54,7 +54,7 @@ struct State {
     consumers: HashMap<String, ConsumerState, Hasher>,
     /// Replay streams following the log (their filters), each woken only by matching
     /// publishes.
-    replays: Vec<(Vec<String>, Weak<Notify>)>,
+    replays: Vec<(Arc<Filters>, Weak<Notify>)>,
     /// Log positions by their subject's first three tokens (`aaa.<tenant>.<run>`), so
     /// replaying one run reads that run's messages, not the whole log.
     by_prefix: HashMap<String, Vec<usize>, Hasher>,
@@ -84,8 +84,39 @@ fn literal_prefix_of(filter: &str) -> Option<&str> {
     (!prefix.split('.').any(|t| t == "*" || t == ">")).then_some(prefix)
 }
 
+/// Subject filters, each marked once as literal or not: a literal filter (the usual
+/// case for replays, which follow named event types) matches by one comparison instead
+/// of token by token, and every publish is checked against every filter.
+struct Filters {
+    all: Vec<String>,
+    literal: Vec<bool>,
+}
+
+impl Filters {
+    fn new(all: Vec<String>) -> Self {
+        let literal = all
+            .iter()
+            .map(|f| !f.split('.').any(|t| t == "*" || t == ">"))
+            .collect();
+        Filters { all, literal }
+    }
+
+    fn matches(&self, subject: &str) -> bool {
+        self.all
+            .iter()
+            .zip(&self.literal)
+            .any(|(filter, &literal)| {
+                if literal {
+                    filter == subject
+                } else {
+                    subject_matches(filter, subject)
+                }
+            })
+    }
+}
+
 struct ConsumerState {
-    filters: Vec<String>,
+    filters: Filters,
     ack_wait: Duration,
     /// Wakes this consumer's subscriptions.
     wake: Arc<Notify>,
@@ -225,7 +256,7 @@ impl MemoryBus {
         // system call), which must not happen while every other publisher waits.
         let mut wake: Vec<Arc<Notify>> = Vec::new();
         for consumer in state.consumers.values() {
-            if consumer.filters.iter().any(|f| subject_matches(f, subject)) {
+            if consumer.filters.matches(subject) {
                 wake.push(consumer.wake.clone());
             }
         }
@@ -233,7 +264,7 @@ impl MemoryBus {
             .replays
             .retain(|(filters, notify)| match notify.upgrade() {
                 Some(notify) => {
-                    if filters.iter().any(|f| subject_matches(f, subject)) {
+                    if filters.matches(subject) {
                         wake.push(notify);
                     }
                     true
@@ -387,11 +418,7 @@ impl MemorySubscription {
         while consumer.cursor < log.len() {
             let index = consumer.cursor;
             consumer.cursor += 1;
-            if consumer
-                .filters
-                .iter()
-                .any(|f| subject_matches(f, &log[index].subject))
-            {
+            if consumer.filters.matches(&log[index].subject) {
                 return Ok(deliver(consumer, log[index].seq, 1));
             }
         }
@@ -461,19 +488,19 @@ impl Bus for MemoryBus {
                 .consumers
                 .entry(spec.durable.clone())
                 .or_insert_with(|| ConsumerState {
-                    filters: spec.filters.clone(),
+                    filters: Filters::new(spec.filters.clone()),
                     ack_wait: spec.ack_wait,
                     wake: Arc::new(Notify::new()),
                     cursor: 0,
                     pending: BTreeMap::new(),
                     redeliver: BTreeMap::new(),
                 });
-            if consumer.filters != spec.filters {
+            if consumer.filters.all != spec.filters {
                 return Err(BusError::Invalid {
                     what: "consumer",
                     detail: format!(
                         "`{}` exists with other filters {:?}",
-                        spec.durable, consumer.filters
+                        spec.durable, consumer.filters.all
                     ),
                 });
             }
@@ -529,6 +556,7 @@ fn replay_filters(
     let prefix = literal_prefix_of(&filters[0])
         .filter(|p| filters.iter().all(|f| literal_prefix_of(f) == Some(*p)))
         .map(str::to_owned);
+    let filters = Arc::new(Filters::new(filters));
     let wake = Arc::new(Notify::new());
     shared
         .lock()
@@ -558,7 +586,7 @@ fn replay_filters(
                         };
                         index += 1;
                         let stored = &state.log[position];
-                        if filters.iter().any(|f| subject_matches(f, &stored.subject)) {
+                        if filters.matches(&stored.subject) {
                             found = Some(stored.clone());
                             break;
                         }

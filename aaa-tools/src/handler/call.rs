@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aaa_guard::LostLease;
+use aaa_guard::{LostLease, RecordedOutcome};
 use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -102,28 +102,15 @@ impl Outcome {
         }
     }
 
-    /// The event type and data, moving the outcome's parts into the data (no copy of
-    /// the result).
-    pub(super) fn into_event_parts(self) -> (&'static str, Value) {
-        let mut data = Map::with_capacity(5);
-        let kind = match self {
-            Outcome::Completed(c) => {
-                data.insert("call_id".into(), Value::String(c.call_id.into_string()));
-                data.insert("name".into(), Value::String(c.name));
-                data.insert("result".into(), c.result);
-                data.insert("attempt".into(), Value::from(c.attempt));
-                TOOL_COMPLETED
-            }
-            Outcome::Failed(f) => {
-                data.insert("call_id".into(), Value::String(f.call_id.into_string()));
-                data.insert("name".into(), Value::String(f.name));
-                data.insert("kind".into(), Value::String(f.kind.as_str().to_owned()));
-                data.insert("message".into(), Value::String(f.message));
-                data.insert("attempt".into(), Value::from(f.attempt));
-                TOOL_FAILED
-            }
+    /// The outcome as the guard records it: its event type and its data written as
+    /// JSON once, to be stored and published as they are.
+    pub(super) fn recorded(&self) -> RecordedOutcome {
+        let written = match self {
+            Outcome::Completed(data) => RecordedOutcome::new(TOOL_COMPLETED, data),
+            Outcome::Failed(data) => RecordedOutcome::new(TOOL_FAILED, data),
         };
-        (kind, Value::Object(data))
+        // Ids, strings, numbers and a JSON value always serialize.
+        written.expect("an outcome serializes to JSON")
     }
 }
 
@@ -133,9 +120,14 @@ pub(super) async fn publish<T: serde::Serialize>(
     retry: &RetryPolicy,
     event: &Draft<'_, T>,
 ) -> bool {
-    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), &event.id);
+    let (subject, id) = (event.bus_subject(), &event.id);
+    // The first attempt takes the bytes; a retry (rare) writes them again.
+    let mut first = Some(event.to_bytes());
     match retry
-        .run(|| core.engine.bus().publish(&subject, bytes.clone(), Some(id)))
+        .run(|| {
+            let bytes = first.take().unwrap_or_else(|| event.to_bytes());
+            core.engine.bus().publish(&subject, bytes, Some(id))
+        })
         .await
     {
         Ok(()) => true,
@@ -482,17 +474,17 @@ mod tests {
             message: "lost".into(),
             attempt: 1,
         };
-        let expected = serde_json::to_value(&completed).unwrap();
-        let (kind, data) = Outcome::Completed(completed).into_event_parts();
+        let expected = serde_json::to_string(&completed).unwrap();
+        let recorded = Outcome::Completed(completed).recorded();
         assert_eq!(
-            (kind, data.to_string()),
-            (TOOL_COMPLETED, expected.to_string())
+            (recorded.kind.as_str(), recorded.data.get()),
+            (TOOL_COMPLETED, expected.as_str())
         );
-        let expected = serde_json::to_value(&failed).unwrap();
-        let (kind, data) = Outcome::Failed(failed).into_event_parts();
+        let expected = serde_json::to_string(&failed).unwrap();
+        let recorded = Outcome::Failed(failed).recorded();
         assert_eq!(
-            (kind, data.to_string()),
-            (TOOL_FAILED, expected.to_string())
+            (recorded.kind.as_str(), recorded.data.get()),
+            (TOOL_FAILED, expected.as_str())
         );
     }
 }
