@@ -127,20 +127,29 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     }
 }
 
+/// Whether a byte may appear in a key: `[A-Za-z0-9_.-]`.
+const KEY_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.';
+        b += 1;
+    }
+    table
+};
+
 /// Checks that a key is `.`-separated tokens of `[A-Za-z0-9_-]`.
 pub fn check_key(key: &str) -> Result<(), StoreError> {
-    // Every store operation checks its key: one pass over the bytes without early exit
-    // (it vectorizes), then the dots (no empty token).
-    let bytes = key.as_bytes();
-    let allowed = bytes.iter().fold(true, |ok, &b| {
-        ok & (b.is_ascii_alphanumeric() | (b == b'_') | (b == b'-') | (b == b'.'))
-    });
-    let ok = allowed
-        && !bytes.is_empty()
-        && bytes[0] != b'.'
-        && bytes[bytes.len() - 1] != b'.'
-        && !bytes.windows(2).any(|w| w == b"..");
-    if ok {
+    // Every store operation checks its key: one pass, a table lookup per byte and no
+    // early exit. A dot may not start or end the key or follow another dot.
+    let (mut ok, mut after_dot) = (true, true);
+    for &b in key.as_bytes() {
+        let dot = b == b'.';
+        ok &= KEY_BYTE[usize::from(b)] & !(dot & after_dot);
+        after_dot = dot;
+    }
+    if ok & !after_dot {
         Ok(())
     } else {
         Err(StoreError::InvalidKey(key.to_owned()))

@@ -390,15 +390,28 @@ pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String
 
 /// Whether `subject` is non-empty printable ASCII without `*`, `>`, or an empty token.
 fn plain_subject(subject: &[u8]) -> bool {
-    let (first, last) = match (subject.first(), subject.last()) {
-        (Some(&first), Some(&last)) => (first, last),
-        _ => return false,
-    };
-    let bytes_ok = subject.iter().fold(true, |ok, &b| {
-        ok & (b > b' ') & (b < 0x7f) & (b != b'*') & (b != b'>')
-    });
-    bytes_ok && first != b'.' && last != b'.' && !subject.windows(2).any(|w| w == b"..")
+    // One pass, a table lookup per byte, no early exit. A dot may not start or end the
+    // subject or follow another dot.
+    let (mut ok, mut after_dot) = (true, true);
+    for &b in subject {
+        let dot = b == b'.';
+        ok &= PLAIN_SUBJECT_BYTE[usize::from(b)] & !(dot & after_dot);
+        after_dot = dot;
+    }
+    ok & !after_dot
 }
+
+/// Whether a byte may appear in a plain subject: printable ASCII but `*` and `>`.
+const PLAIN_SUBJECT_BYTE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c > b' ' && c < 0x7f && c != b'*' && c != b'>';
+        b += 1;
+    }
+    table
+};
 
 /// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).
 ///

@@ -137,16 +137,16 @@ impl<'a, T: Serialize> Draft<'a, T> {
         out.extend_from_slice(b",\"type\":");
         write_json_str(&mut out, self.kind);
         out.extend_from_slice(b",\"time\":");
-        write_json_str(&mut out, &self.time);
+        write_safe_str(&mut out, &self.time);
         out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
         if let Some(subject) = self.subject {
             out.extend_from_slice(b",\"subject\":");
-            write_json_str(&mut out, subject);
+            write_safe_str(&mut out, subject);
         }
         out.extend_from_slice(b",\"aaarunid\":");
-        write_json_str(&mut out, self.aaarunid.as_str());
+        write_safe_str(&mut out, self.aaarunid.as_str());
         out.extend_from_slice(b",\"aaatenant\":");
-        write_json_str(&mut out, self.aaatenant.as_str());
+        write_safe_str(&mut out, self.aaatenant.as_str());
         out.extend_from_slice(b",\"data\":");
         if serde_json::to_writer(&mut out, &self.data).is_err() {
             // Data types of events serialize to JSON without fail; should one not,
@@ -156,6 +156,18 @@ impl<'a, T: Serialize> Draft<'a, T> {
         out.push(b'}');
         out
     }
+}
+
+/// Writes `text`, which needs no escaping (an id, whose bytes are `[A-Za-z0-9_-]`, or a
+/// time this module wrote), as a JSON string.
+fn write_safe_str(out: &mut Vec<u8>, text: &str) {
+    debug_assert!(
+        text.bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+    );
+    out.push(b'"');
+    out.extend_from_slice(text.as_bytes());
+    out.push(b'"');
 }
 
 /// Writes `text` as a JSON string: as is when nothing in it needs escaping (the usual
