@@ -205,6 +205,11 @@ pub(super) async fn with_progress<F: Future>(
     fut: F,
 ) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
+    // Most futures here finish on their first poll (a free permit, a quick tool): they
+    // need no heartbeat timer.
+    if let std::task::Poll::Ready(out) = futures::poll!(fut.as_mut()) {
+        return Some(out);
+    }
     let period = match lease {
         Some(lease) => lease.heartbeat().min(core.heartbeat()),
         None => core.heartbeat(),
