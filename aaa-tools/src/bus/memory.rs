@@ -250,7 +250,7 @@ impl MemoryBus {
         state.log.push(Stored {
             seq,
             subject: subject.to_owned(),
-            payload,
+            payload: payload.into(),
         });
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
@@ -629,7 +629,7 @@ mod tests {
         let first = a.next().await.unwrap();
         let second = b.next().await.unwrap();
         assert_eq!(
-            (first.payload.as_slice(), second.payload.as_slice()),
+            (&first.payload[..], &second.payload[..]),
             (&b"one"[..], &b"two"[..])
         );
         first.ack().await.unwrap();
@@ -716,7 +716,9 @@ mod tests {
         let mut replay = bus.replay("aaa.t.run-3.>").await.unwrap();
         let mut seen = Vec::new();
         for _ in 0..10 {
-            seen.push(String::from_utf8(replay.next().await.unwrap().unwrap().payload).unwrap());
+            seen.push(
+                String::from_utf8(replay.next().await.unwrap().unwrap().payload.to_vec()).unwrap(),
+            );
         }
         let expected: Vec<String> = (0..50)
             .filter(|i| i % 5 == 3)
@@ -724,7 +726,7 @@ mod tests {
             .collect();
         assert_eq!(seen, expected);
         publish(&bus, "aaa.t.run-3.tool.y", "late").await;
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"late");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"late");
         assert_eq!(prefix_of("aaa.t.r.tool.x"), Some("aaa.t.r"));
         assert_eq!(literal_prefix_of("aaa.*.r.>"), None);
     }
@@ -741,12 +743,12 @@ mod tests {
             "aaa.t.r.tool.failed".to_owned(),
         ];
         let mut replay = bus.replay_any(&filters).await.unwrap();
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"1");
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"2");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"1");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"2");
         // A publish matching neither filter does not end the wait; a matching one does.
         publish(&bus, "aaa.t.r.tool.requested", "3").await;
         publish(&bus, "aaa.t.r.tool.failed", "4").await;
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"4");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"4");
         assert!(bus.replay_any(&[]).await.is_err());
         assert!(bus.replay_any(&["a.>.b".to_owned()]).await.is_err());
     }
@@ -757,8 +759,8 @@ mod tests {
         publish(&bus, "run.a.x", "1").await;
         publish(&bus, "run.b.x", "2").await;
         let mut replay = bus.replay("run.a.>").await.unwrap();
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"1");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"1");
         publish(&bus, "run.a.y", "3").await;
-        assert_eq!(replay.next().await.unwrap().unwrap().payload, b"3");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"3");
     }
 }

@@ -18,6 +18,11 @@
 //!
 //! Implementations: [`MemoryBus`] (the embedded default, in process) and the JetStream
 //! bus (feature `nats`, when built).
+//!
+//! Delivered and replayed bytes are [`Bytes`] (crate `bytes`, the buffer type tokio and
+//! async-nats use): a message handed to a consumer or a replay shares the buffer its
+//! log holds instead of copying it, and a NATS message's buffer passes through as it
+//! arrived.
 
 mod memory;
 
@@ -26,6 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub use memory::MemoryBus;
@@ -70,8 +76,8 @@ pub struct Stored {
     pub seq: u64,
     /// Its subject.
     pub subject: String,
-    /// Its bytes.
-    pub payload: Vec<u8>,
+    /// Its bytes, shared with the log that holds them (cloning is a reference count).
+    pub payload: Bytes,
 }
 
 /// What a durable consumer delivers.
@@ -133,8 +139,8 @@ pub trait Acker: Send + Sync {
 pub struct Message {
     /// Its subject.
     pub subject: String,
-    /// Its bytes.
-    pub payload: Vec<u8>,
+    /// Its bytes, shared with the log that holds them.
+    pub payload: Bytes,
     /// Its position in the log (what acks refer to).
     pub seq: u64,
     /// 1 on the first delivery, 2 on the next, ...
@@ -146,7 +152,7 @@ impl Message {
     /// A message settled through `acker` (for bus implementations).
     pub fn new(
         subject: String,
-        payload: Vec<u8>,
+        payload: Bytes,
         seq: u64,
         delivery_count: u32,
         acker: Arc<dyn Acker>,

@@ -129,7 +129,9 @@ impl<'a, T: Serialize> Draft<'a, T> {
     /// with the envelope written directly (its strings are ids, constants and times,
     /// which rarely need escaping) and only `data` going through serde.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(320);
+        // Room for the envelope (about 330 bytes) and small data: no growth for most
+        // events, and little unused room kept with them in a log.
+        let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
         write_json_str(&mut out, &self.id);
         out.extend_from_slice(b",\"source\":");

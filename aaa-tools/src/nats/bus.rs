@@ -118,7 +118,7 @@ impl NatsBus {
             Ok(Stored {
                 seq,
                 subject: message.subject.to_string(),
-                payload: message.payload.to_vec(),
+                payload: message.payload.clone(),
             })
         });
         Ok(stored.boxed())
@@ -415,7 +415,7 @@ fn to_message(message: jetstream::Message) -> Result<Message, BusError> {
     let (message, acker) = message.split();
     Ok(Message::new(
         message.subject.to_string(),
-        message.payload.to_vec(),
+        message.payload,
         seq,
         u32::try_from(delivered).unwrap_or(u32::MAX),
         Arc::new(NatsAcker(acker)),
