@@ -183,13 +183,16 @@ impl Engine {
 
 /// A fresh run id.
 pub fn new_run_id() -> RunId {
-    RunId::new(format!("run-{}", crate::event::fast_uuid().simple())).expect("a uuid is a valid id")
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let uuid = crate::event::fast_uuid().simple().encode_lower(&mut buffer);
+    RunId::new(crate::ids::concat(&["run-", uuid])).expect("a uuid is a valid id")
 }
 
 /// A fresh call id.
 pub fn new_call_id() -> CallId {
-    CallId::new(format!("call-{}", crate::event::fast_uuid().simple()))
-        .expect("a uuid is a valid id")
+    let mut buffer = uuid::Uuid::encode_buffer();
+    let uuid = crate::event::fast_uuid().simple().encode_lower(&mut buffer);
+    CallId::new(crate::ids::concat(&["call-", uuid])).expect("a uuid is a valid id")
 }
 
 /// One tool call of a model turn.
@@ -462,38 +465,51 @@ impl RunHandle {
             event::subject(tenant, run, TOOL_COMPLETED),
             event::subject(tenant, run, TOOL_FAILED),
         ];
-        let mut stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
+        let stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
         let state = Arc::new(Mutex::new(WatchState::default()));
         let task_state = state.clone();
         let task = tokio::spawn(async move {
-            while let Some(item) = stream.next().await {
-                let stored = match item {
-                    Ok(stored) => stored,
-                    // A bus that recovers by itself (JetStream's ordered consumer)
-                    // reports the hiccup and goes on.
-                    Err(error) => {
-                        tracing::warn!(%error, "the run's facts were interrupted");
-                        continue;
+            // Whatever has arrived is handled at once: one lock of the state, then the
+            // waiters woken back to back (a caller on another thread wakes once for
+            // the lot, not once per outcome).
+            let mut chunks = stream.ready_chunks(256);
+            let mut ready: Vec<(oneshot::Sender<Outcome>, Outcome)> = Vec::new();
+            while let Some(items) = chunks.next().await {
+                let mut outcomes = Vec::with_capacity(items.len());
+                for item in items {
+                    match item {
+                        // Only outcomes matter here: the rest is skipped unparsed.
+                        Ok(stored) => {
+                            if let Some(outcome) = Outcome::from_stored(&stored) {
+                                outcomes.push((outcome, stored));
+                            }
+                        }
+                        // A bus that recovers by itself (JetStream's ordered consumer)
+                        // reports the hiccup and goes on.
+                        Err(error) => tracing::warn!(%error, "the run's facts were interrupted"),
                     }
-                };
-                // Only outcomes matter here: skip the rest before parsing.
-                let Some(outcome) = Outcome::from_stored(&stored) else {
-                    continue;
-                };
-                let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
-                let id = outcome.call_id().clone();
-                // The first outcome of a call is its outcome.
-                if state.arrived.contains_key(&id) {
-                    continue;
                 }
-                let mut waiters = state.waiters.remove(&id).unwrap_or_default();
-                if let Some(last) = waiters.pop() {
-                    for waiter in waiters {
-                        let _ = waiter.send(outcome.clone());
+                {
+                    let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
+                    for (outcome, stored) in outcomes {
+                        let id = outcome.call_id().clone();
+                        // The first outcome of a call is its outcome.
+                        if state.arrived.contains_key(&id) {
+                            continue;
+                        }
+                        let mut waiters = state.waiters.remove(&id).unwrap_or_default();
+                        if let Some(last) = waiters.pop() {
+                            for waiter in waiters {
+                                ready.push((waiter, outcome.clone()));
+                            }
+                            ready.push((last, outcome));
+                        }
+                        state.arrived.insert(id, stored);
                     }
-                    let _ = last.send(outcome);
                 }
-                state.arrived.insert(id, stored);
+                for (waiter, outcome) in ready.drain(..) {
+                    let _ = waiter.send(outcome);
+                }
             }
             let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
             state.ended = true;

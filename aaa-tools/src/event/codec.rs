@@ -222,11 +222,10 @@ pub(super) fn now_rfc3339() -> String {
         let mut out = String::with_capacity(prefix.len() + 8);
         out.push_str(prefix);
         out.push('.');
-        let digits = micros.to_string();
-        for _ in digits.len()..6 {
-            out.push('0');
+        // Six digits, zero-padded, without the formatting machinery.
+        for place in [100_000, 10_000, 1_000, 100, 10, 1] {
+            out.push(char::from(b'0' + (micros / place % 10) as u8));
         }
-        out.push_str(&digits);
         out.push('Z');
         out
     })

@@ -181,11 +181,7 @@ pub(crate) fn fast_uuid() -> uuid::Uuid {
 pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
     let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
     let (tenant, run) = (tenant.as_str(), run.as_str());
-    let mut out = String::with_capacity(6 + tenant.len() + run.len() + suffix.len());
-    for part in ["aaa.", tenant, ".", run, ".", suffix] {
-        out.push_str(part);
-    }
-    out
+    crate::ids::concat(&["aaa.", tenant, ".", run, ".", suffix])
 }
 
 /// The filter matching every event of a run.

@@ -141,7 +141,12 @@ pub(super) async fn publish<T: serde::Serialize>(
 /// The message id of a call's outcome fact: one per call, so a republished outcome
 /// within the de-duplication window is dropped.
 pub(super) fn outcome_id(call: &Call) -> String {
-    format!("outcome-{}-{}-{}", call.tenant, call.run, call.call_id)
+    let (tenant, run, call) = (
+        call.tenant.as_str(),
+        call.run.as_str(),
+        call.call_id.as_str(),
+    );
+    crate::ids::concat(&["outcome-", tenant, "-", run, "-", call])
 }
 
 /// Publishes an outcome fact of type `kind` with `data`, under the call's outcome id.
@@ -274,7 +279,7 @@ pub(super) async fn execute(
     attempt: u32,
     lease: Option<&Lease<'_>>,
 ) -> Executed {
-    let default_key = || format!("{}/{}", call.run, call.call_id);
+    let default_key = || crate::ids::concat(&[call.run.as_str(), "/", call.call_id.as_str()]);
     let key = match entry.tool.idempotency_key_checked(&arguments, default_key) {
         Ok(key) => key,
         Err(error) => {

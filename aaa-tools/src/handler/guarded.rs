@@ -47,16 +47,8 @@ use crate::ids::{CallId, RunId, TenantId};
 
 /// The key of a call's guard record.
 pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    // Built by hand: every guarded call makes one, and `format!` costs several times more.
-    let parts = ["guard", tenant.as_str(), run.as_str(), call.as_str()];
-    let mut key = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            key.push('.');
-        }
-        key.push_str(part);
-    }
-    key
+    let (tenant, run, call) = (tenant.as_str(), run.as_str(), call.as_str());
+    crate::ids::concat(&["guard.", tenant, ".", run, ".", call])
 }
 
 /// Reads a call's guard record.
