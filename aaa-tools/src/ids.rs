@@ -8,6 +8,7 @@
 //! trace than one refused at the door.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -95,18 +96,20 @@ fn check(which: &'static str, value: &str) -> Result<(), IdError> {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident, $which:literal) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-        #[serde(transparent)]
-        pub struct $name(String);
+        ///
+        /// Shared text: cloning an id (every event and outcome of a call carries its
+        /// ids) counts a reference instead of copying.
+        #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// Validates `value`: 1 to 128 characters from `[A-Za-z0-9_-]`, safe in
             /// event attributes, bus subjects and store keys. Anything else is an
             /// [`IdError`] naming the id and the offending character.
-            pub fn new(value: impl Into<String>) -> Result<Self, IdError> {
-                let value = value.into();
-                check($which, &value)?;
-                Ok($name(value))
+            pub fn new(value: impl AsRef<str>) -> Result<Self, IdError> {
+                let value = value.as_ref();
+                check($which, value)?;
+                Ok($name(Arc::from(value)))
             }
 
             /// The id as text.
@@ -116,7 +119,7 @@ macro_rules! id_type {
 
             /// The id as a `String`.
             pub fn into_string(self) -> String {
-                self.0
+                self.0.as_ref().to_owned()
             }
         }
 
@@ -159,10 +162,26 @@ macro_rules! id_type {
             }
         }
 
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
+
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-                let raw = String::deserialize(deserializer)?;
-                $name::new(raw).map_err(serde::de::Error::custom)
+                // Read as borrowed text where the format allows: one allocation, the id's.
+                struct Text;
+                impl serde::de::Visitor<'_> for Text {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "a {} (text)", $which)
+                    }
+                    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<$name, E> {
+                        $name::new(v).map_err(E::custom)
+                    }
+                }
+                deserializer.deserialize_str(Text)
             }
         }
     };
@@ -187,7 +206,7 @@ id_type!(
 impl TenantId {
     /// The tenant used when none is given: `default`.
     pub fn default_tenant() -> Self {
-        TenantId("default".to_owned())
+        TenantId(Arc::from("default"))
     }
 }
 
