@@ -162,20 +162,20 @@ impl CallRecord {
         out.extend_from_slice(b"{\"state\":\"");
         out.extend_from_slice(self.state.as_str().as_bytes());
         out.extend_from_slice(b"\",\"name\":");
-        write_str(&mut out, &self.name);
+        write_value(&mut out, &self.name);
         out.extend_from_slice(b",\"attempt\":");
-        write_u64(&mut out, u64::from(self.attempt));
+        write_value(&mut out, &self.attempt);
         out.extend_from_slice(b",\"holder\":");
-        write_str(&mut out, &self.holder);
+        write_value(&mut out, &self.holder);
         out.extend_from_slice(b",\"beats\":");
-        write_u64(&mut out, self.beats);
+        write_value(&mut out, &self.beats);
         out.extend_from_slice(b",\"delivery\":\"");
         out.extend_from_slice(self.delivery.as_str().as_bytes());
         out.extend_from_slice(b"\",\"max_attempts\":");
-        write_u64(&mut out, u64::from(self.max_attempts));
+        write_value(&mut out, &self.max_attempts);
         if let Some(outcome) = &self.outcome {
             out.extend_from_slice(b",\"outcome\":{\"kind\":");
-            write_str(&mut out, &outcome.kind);
+            write_value(&mut out, &outcome.kind);
             out.extend_from_slice(b",\"data\":");
             out.extend_from_slice(outcome.data.get().as_bytes());
             out.push(b'}');
@@ -289,35 +289,13 @@ impl CallRecord {
     }
 }
 
-/// Writes `text` as a JSON string, as serde_json does: as is when nothing in it needs
-/// escaping, through serde_json otherwise.
-fn write_str(out: &mut Vec<u8>, text: &str) {
-    // No early exit, so the check vectorizes.
-    let plain = text.bytes().fold(true, |plain, b| {
-        plain & (b >= 0x20) & (b != b'"') & (b != b'\\')
-    });
-    if plain {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else if serde_json::to_writer(&mut *out, text).is_err() {
-        out.extend_from_slice(b"\"\"");
+/// Writes one JSON value (a string, a number) as serde_json does: the record's values
+/// are few and short, its keys are written as constants.
+fn write_value(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+    // Strings and integers always serialize.
+    if serde_json::to_writer(&mut *out, value).is_err() {
+        out.extend_from_slice(b"null");
     }
-}
-
-/// Writes `n` in decimal.
-fn write_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 #[cfg(test)]

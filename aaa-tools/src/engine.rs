@@ -183,16 +183,19 @@ impl Engine {
 
 /// A fresh run id.
 pub fn new_run_id() -> RunId {
-    let mut buffer = uuid::Uuid::encode_buffer();
-    let uuid = crate::event::fast_uuid().simple().encode_lower(&mut buffer);
-    RunId::new(crate::ids::concat(&["run-", uuid])).expect("a uuid is a valid id")
+    RunId::new(fresh_id("run-")).expect("a uuid is a valid id")
 }
 
 /// A fresh call id.
 pub fn new_call_id() -> CallId {
+    CallId::new(fresh_id("call-")).expect("a uuid is a valid id")
+}
+
+/// `prefix` followed by a random UUID in simple form (32 hex digits).
+fn fresh_id(prefix: &str) -> String {
     let mut buffer = uuid::Uuid::encode_buffer();
     let uuid = crate::event::fast_uuid().simple().encode_lower(&mut buffer);
-    CallId::new(crate::ids::concat(&["call-", uuid])).expect("a uuid is a valid id")
+    crate::ids::concat(&[prefix, uuid])
 }
 
 /// One tool call of a model turn.

@@ -72,16 +72,17 @@ fn prefix_of(subject: &str) -> Option<&str> {
 }
 
 fn check_filter(filter: &str) -> Result<(), BusError> {
-    super::check_subject(filter, true).map_err(|why| BusError::Invalid {
-        what: "filter",
-        detail: format!("{filter:?}: {why}"),
-    })
+    super::check_subject(filter, true).map_err(|why| super::invalid_filter(filter, why))
+}
+
+/// Whether a filter (or part of one) has no wildcard token.
+fn is_literal(filter: &str) -> bool {
+    !filter.split('.').any(|t| t == "*" || t == ">")
 }
 
 /// The literal first three tokens of a filter whose wildcards all come later.
 fn literal_prefix_of(filter: &str) -> Option<&str> {
-    let prefix = prefix_of(filter)?;
-    (!prefix.split('.').any(|t| t == "*" || t == ">")).then_some(prefix)
+    prefix_of(filter).filter(|prefix| is_literal(prefix))
 }
 
 /// Subject filters, each marked once as literal or not: a literal filter (the usual
@@ -94,10 +95,7 @@ struct Filters {
 
 impl Filters {
     fn new(all: Vec<String>) -> Self {
-        let literal = all
-            .iter()
-            .map(|f| !f.split('.').any(|t| t == "*" || t == ">"))
-            .collect();
+        let literal = all.iter().map(|f| is_literal(f)).collect();
         Filters { all, literal }
     }
 

@@ -286,6 +286,14 @@ pub(crate) async fn replay_covering<B: Bus + ?Sized>(
     Ok(Box::pin(futures::StreamExt::filter(stream, wanted)))
 }
 
+/// The error for a filter that `why` says is malformed.
+pub(crate) fn invalid_filter(filter: &str, why: String) -> BusError {
+    BusError::Invalid {
+        what: "filter",
+        detail: format!("{filter:?}: {why}"),
+    }
+}
+
 /// The error for a replay asked for no filter at all.
 pub(crate) fn no_filters() -> BusError {
     BusError::Invalid {

@@ -32,11 +32,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use aaa_guard::{
-    CallRecord, GuardConfig, GuardStore, LeaseWatch, LostLease, OnDelivery, Revision, StoreError,
+    CallRecord, GuardConfig, GuardStore, LeaseWatch, LostLease, OnDelivery, RecordedOutcome,
+    Revision, StoreError,
 };
 use serde_json::Value;
 
-use super::call::{self, Call, Disposition, Executed, Outcome};
+use super::call::{self, Call, Disposition, Executed};
 use super::core::{Core, Entry};
 use super::records::read;
 use crate::bus::Message;
@@ -225,10 +226,11 @@ pub(super) async fn run_call(
         call,
         worker: &core.worker,
     };
-    let outcome =
+    // The outcome is written as JSON once, here; the typed outcome is not kept.
+    let recorded =
         match call::execute(core, entry, call, arguments, carrier, attempt, Some(&lease)).await {
             Executed::Cancelled => return Disposition::Leave,
-            Executed::Done(outcome) => outcome,
+            Executed::Done(outcome) => outcome.recorded(),
         };
     // The lease's last write is the likely current record: try it before reading.
     let known = (!lease.is_lost()).then(|| {
@@ -237,7 +239,7 @@ pub(super) async fn run_call(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
     });
-    commit(core, entry, call, &key, attempt, outcome, known).await
+    commit(core, entry, call, &key, attempt, recorded, known).await
 }
 
 /// Reads the record until this worker may run an attempt, or the call needs nothing
@@ -437,13 +439,12 @@ async fn commit(
     call: &Call,
     key: &str,
     attempt: u32,
-    outcome: Outcome,
+    recorded: RecordedOutcome,
     mut known: Option<(CallRecord, Revision)>,
 ) -> Disposition {
     let store = &**core.engine.store();
     let fence = entry.config.guard.fence_results;
-    let mut recorded = Some(outcome.recorded());
-    drop(outcome);
+    let mut recorded = Some(recorded);
     loop {
         let found = match known.take() {
             Some(known) => Ok(Some(known)),

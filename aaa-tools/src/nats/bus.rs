@@ -51,10 +51,7 @@ pub(super) fn storage_type(storage: Storage) -> StorageType {
 
 /// Checks a filter for the stream, as a bus error.
 fn valid_filter(filter: &str) -> Result<(), BusError> {
-    check_subject(filter, true).map_err(|detail| BusError::Invalid {
-        what: "filter",
-        detail: format!("{filter:?}: {detail}"),
-    })
+    check_subject(filter, true).map_err(|why| crate::bus::invalid_filter(filter, why))
 }
 
 fn unavailable(error: impl std::fmt::Display) -> BusError {
