@@ -7,6 +7,8 @@
 //!   costs.
 //! - `guarded/C`: C worker engines (one connection each) serving `add(a, b)` with the
 //!   guard on, and a client keeping C calls in flight (request event to completed fact).
+//! - `unguarded/1`: the same with the guard off, one worker (what the guard itself
+//!   costs on top of the engine's messages).
 //!
 //! The summary prints calls/s and the ratio guarded/raw at C = 1 and 4 (target: at
 //! least 0.50), then the takeover latency after SIGKILL of the worker process running a
@@ -204,15 +206,20 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, url: &str) {
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3));
+    // Every engine serves the one requests consumer: each bench starts its own workers
+    // and stops them before the next, so no bench's calls run on another's workers.
     let raw = rt.block_on(Raw::new(url));
-    let guarded = rt.block_on(Guarded::new(url, 1));
-    let unguarded = rt.block_on(Guarded::with_guard(url, 1, false));
-    let guarded4 = rt.block_on(Guarded::new(url, 4));
     bench_calls(&mut group, rt, "raw/1", 1, |i| raw.one(i));
+    let guarded = rt.block_on(Guarded::new(url, 1));
     bench_calls(&mut group, rt, "guarded/1", 1, |i| guarded.one(i));
+    drop(guarded);
+    let unguarded = rt.block_on(Guarded::with_guard(url, 1, false));
     bench_calls(&mut group, rt, "unguarded/1", 1, |i| unguarded.one(i));
+    drop(unguarded);
     bench_calls(&mut group, rt, "raw/4", 4, |i| raw.one(i));
-    bench_calls(&mut group, rt, "guarded/4", 4, |i| guarded4.one(i));
+    let guarded = rt.block_on(Guarded::new(url, 4));
+    bench_calls(&mut group, rt, "guarded/4", 4, |i| guarded.one(i));
+    drop(guarded);
     group.finish();
 }
 

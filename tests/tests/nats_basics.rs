@@ -160,6 +160,49 @@ async fn the_bus_rejects_subjects_that_would_widen_and_dedups_by_id() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn emitted_facts_are_stored_deduplicated_and_kept_in_order() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, _) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    // No receipt comes back, but the stream stores it, drops a second message with the
+    // same id, and keeps it ahead of a confirmed publish sent after it (so a stored
+    // duplicate would show up before "3").
+    bus.emit("aaa.t.e.x", b"1".to_vec(), Some("e-1"))
+        .await
+        .unwrap();
+    bus.emit("aaa.t.e.x", b"again".to_vec(), Some("e-1"))
+        .await
+        .unwrap();
+    bus.emit("aaa.t.e.y", b"2".to_vec(), None).await.unwrap();
+    bus.publish("aaa.t.e.x", b"3".to_vec(), Some("e-3"))
+        .await
+        .unwrap();
+    let mut replay = bus.replay("aaa.t.e.>").await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let stored = replay.next().await.unwrap().unwrap();
+        seen.push((stored.subject, stored.payload.to_vec()));
+    }
+    assert_eq!(
+        seen,
+        [("aaa.t.e.x", "1"), ("aaa.t.e.y", "2"), ("aaa.t.e.x", "3")]
+            .map(|(s, p)| (s.to_owned(), p.as_bytes().to_vec()))
+    );
+    // The same subject rules as a confirmed publish.
+    for subject in ["aaa.t.*.x", "aaa.t.>", "aaa.t r.x"] {
+        let error = bus.emit(subject, b"{}".to_vec(), None).await.unwrap_err();
+        assert!(
+            matches!(error, BusError::Invalid { .. }),
+            "{subject}: {error}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kv_store_compares_and_sets_and_keeps_a_clock() {
     let Some(server) = NatsServer::start() else {
         return;

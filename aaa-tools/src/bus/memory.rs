@@ -615,6 +615,27 @@ mod tests {
             .unwrap();
     }
 
+    #[tokio::test]
+    async fn emitted_messages_are_stored_and_deduplicated() {
+        let bus = MemoryBus::new();
+        bus.emit("aaa.t.r.x", b"1".to_vec(), Some("one"))
+            .await
+            .unwrap();
+        bus.emit("aaa.t.r.x", b"again".to_vec(), Some("one"))
+            .await
+            .unwrap();
+        publish(&bus, "aaa.t.r.x", "2").await;
+        let mut replay = bus.replay("aaa.t.r.x").await.unwrap();
+        let first = replay.next().await.unwrap().unwrap();
+        let second = replay.next().await.unwrap().unwrap();
+        assert_eq!(
+            (&first.payload[..], &second.payload[..]),
+            (&b"1"[..], &b"2"[..])
+        );
+        let error = bus.emit("aaa.t.*", Vec::new(), None).await.unwrap_err();
+        assert!(matches!(error, BusError::Invalid { .. }), "{error}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn competing_subscriptions_share_a_consumer() {
         let bus = MemoryBus::new();

@@ -240,6 +240,25 @@ pub trait Bus: Send + Sync + 'static {
         })
     }
 
+    /// Sends a message nobody waits for and nobody confirms: ordered before anything
+    /// published later through this bus, and lost without a trace when the bus cannot
+    /// store it. For audit facts whose loss costs only the record of something that
+    /// happened, never a decision (the guard's `attempt_started`, say). A server-backed
+    /// bus sends it without asking for a receipt. The default [`send`](Self::send)s it
+    /// and looks at the [`Confirmation`] once without waiting: a bus that stores as it
+    /// sends (the embedded one) has its answer, an error included, ready by then.
+    fn emit<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        Box::pin(async move {
+            let confirmation = self.send(subject, payload, msg_id).await?;
+            futures::FutureExt::now_or_never(confirmation).unwrap_or(Ok(()))
+        })
+    }
+
     /// Binds a subscription to the durable consumer `spec.durable` (created on first
     /// use).
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>>;

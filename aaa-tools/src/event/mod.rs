@@ -38,6 +38,13 @@
 //! with the filter `aaa.<tenant>.<run>.>`. Ids are restricted to `[A-Za-z0-9_-]` (see
 //! [`RunId`]), so no id can add a subject token or a wildcard.
 //!
+//! The guard's `aaa.guard.attempt_started` and `aaa.guard.taken_over` are records of
+//! what happened, sent without waiting for the bus to store them (on NATS, a plain
+//! publish with no receipt; see [`Bus::emit`](crate::bus::Bus::emit)): they precede the
+//! call's outcome in the log, and a bus failure at that moment loses the record, never
+//! the call. Nothing the guard decides reads them; the guard record in the store is the
+//! source of truth about attempts.
+//!
 //! A program in another language requests a call by publishing a `aaa.tool.requested`
 //! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from
 //! `aaa.<tenant>.<run>.tool.completed` or `.tool.failed`.

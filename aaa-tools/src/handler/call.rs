@@ -413,42 +413,20 @@ pub(super) async fn execute(
     Executed::Done(outcome)
 }
 
-/// Sends a guard fact without waiting for the bus to store it: it goes out ahead of
-/// everything this worker publishes later (so it precedes the call's outcome), and a
-/// background task logs a failed confirmation.
+/// Emits a guard fact for the record ([`Bus::emit`](crate::bus::Bus::emit)): nobody
+/// waits for it to be stored, it goes out ahead of everything this worker publishes
+/// later (so it precedes the call's outcome), and a bus that cannot take it loses it
+/// with a warning here at most. The guard's decisions never read these facts.
 pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
     let event = call.draft(core, kind, data);
     let (subject, bytes) = (event.bus_subject(), event.to_bytes());
-    let sent = core
+    if let Err(error) = core
         .engine
         .bus()
-        .send(&subject, bytes, Some(&event.id))
-        .await;
-    let mut confirmation = match sent {
-        Ok(confirmation) => confirmation,
-        Err(error) => {
-            tracing::warn!(%error, kind, "could not send a fact");
-            return;
-        }
-    };
-    // A bus that stores as it sends (the embedded one) has confirmed already: no task.
-    let waker = std::task::Waker::noop();
-    match confirmation
-        .as_mut()
-        .poll(&mut std::task::Context::from_waker(waker))
+        .emit(&subject, bytes, Some(&event.id))
+        .await
     {
-        std::task::Poll::Ready(Ok(())) => {}
-        std::task::Poll::Ready(Err(error)) => {
-            tracing::warn!(%error, kind, "a fact may not have been stored");
-        }
-        std::task::Poll::Pending => {
-            let kind = kind.to_owned();
-            tokio::spawn(async move {
-                if let Err(error) = confirmation.await {
-                    tracing::warn!(%error, %kind, "a fact may not have been stored");
-                }
-            });
-        }
+        tracing::warn!(%error, kind, "could not send a fact");
     }
 }
 

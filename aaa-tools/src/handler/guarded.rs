@@ -8,8 +8,9 @@
 //!    for a live holder (re-checking every `wait_poll_s` and reporting progress on its
 //!    message), take over a lapsed attempt, abandon the call, declare its outcome
 //!    unknown, or republish a recorded outcome;
-//! 2. claims its attempt with one compare-and-set and publishes
-//!    `aaa.guard.attempt_started` (and `aaa.guard.taken_over`);
+//! 2. claims its attempt with one compare-and-set and emits
+//!    `aaa.guard.attempt_started` (and `aaa.guard.taken_over`) without waiting for the
+//!    bus to store them (records for the log, never read by a decision);
 //! 3. renews the lease every `heartbeat_s` while the tool waits for a permit and runs;
 //!    a failed renewal means a newer attempt exists: under `LostLease::Cancel` the tool
 //!    is cancelled and nothing is recorded, under `Finish` it runs on;

@@ -54,6 +54,19 @@ fn valid_filter(filter: &str) -> Result<(), BusError> {
     check_subject(filter, true).map_err(|why| crate::bus::invalid_filter(filter, why))
 }
 
+/// Checks a subject to publish on and sets the dedup header for `msg_id`.
+fn publish_headers(subject: &str, msg_id: Option<&str>) -> Result<async_nats::HeaderMap, BusError> {
+    check_subject(subject, false).map_err(|detail| BusError::Invalid {
+        what: "subject",
+        detail: format!("{subject:?}: {detail}"),
+    })?;
+    let mut headers = async_nats::HeaderMap::new();
+    if let Some(id) = msg_id {
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+    }
+    Ok(headers)
+}
+
 fn unavailable(error: impl std::fmt::Display) -> BusError {
     BusError::Unavailable(error.to_string())
 }
@@ -212,20 +225,33 @@ impl Bus for NatsBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         Box::pin(async move {
-            check_subject(subject, false).map_err(|detail| BusError::Invalid {
-                what: "subject",
-                detail: format!("{subject:?}: {detail}"),
-            })?;
-            let mut headers = async_nats::HeaderMap::new();
-            if let Some(id) = msg_id {
-                headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
-            }
+            let headers = publish_headers(subject, msg_id)?;
             let ack = self
                 .js
                 .publish_with_headers(subject.to_owned(), headers, payload.into())
                 .await
                 .map_err(unavailable)?;
             Ok(Box::pin(async move { ack.await.map(|_| ()).map_err(unavailable) }) as Confirmation)
+        })
+    }
+
+    /// A plain NATS publish with no reply subject: the stream stores it as it stores
+    /// any message on its subjects (deduplicated by `Nats-Msg-Id` alike), and the
+    /// server sends no receipt back. On the same connection as every other publish, so
+    /// it keeps its place in their order.
+    fn emit<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        Box::pin(async move {
+            let headers = publish_headers(subject, msg_id)?;
+            self.js
+                .client()
+                .publish_with_headers(subject.to_owned(), headers, payload.into())
+                .await
+                .map_err(unavailable)
         })
     }
 
