@@ -417,7 +417,7 @@ pub(super) async fn execute(
 /// waits for it to be stored, it goes out ahead of everything this worker publishes
 /// later (so it precedes the call's outcome), and a bus that cannot take it loses it
 /// with a warning here at most. The guard's decisions never read these facts.
-pub(super) async fn send_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
+pub(super) async fn emit_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
     let event = call.draft(core, kind, data);
     let (subject, bytes) = (event.bus_subject(), event.to_bytes());
     if let Err(error) = core

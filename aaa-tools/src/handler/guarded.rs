@@ -213,9 +213,9 @@ pub(super) async fn run_call(
         previous_attempt: previous.as_ref().map(|(a, _)| *a),
         previous_worker: previous.as_ref().map(|(_, w)| w.clone()),
     };
-    call::send_fact(core, call, ATTEMPT_STARTED, &started).await;
+    call::emit_fact(core, call, ATTEMPT_STARTED, &started).await;
     if previous.is_some() {
-        call::send_fact(core, call, TAKEN_OVER, &started).await;
+        call::emit_fact(core, call, TAKEN_OVER, &started).await;
     }
     let lease = Lease {
         key: &key,
