@@ -376,6 +376,14 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     ) -> BusFuture<'a, Confirmation> {
         (**self).send(subject, payload, msg_id)
     }
+    fn emit<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        (**self).emit(subject, payload, msg_id)
+    }
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         (**self).subscribe(spec)
     }
@@ -538,5 +546,62 @@ mod tests {
         }
         assert_eq!(check_subject("a.*.>", true), Ok(()));
         assert!(check_subject("a.>.b", true).is_err());
+    }
+
+    /// A bus behind an `Arc` (as every engine holds its bus) keeps its own `emit`.
+    #[test]
+    fn an_arc_forwards_emit_to_the_bus_it_holds() {
+        use super::*;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        struct Counting(crate::bus::MemoryBus, AtomicUsize);
+        impl Bus for Counting {
+            fn publish<'a>(
+                &'a self,
+                s: &'a str,
+                p: Vec<u8>,
+                id: Option<&'a str>,
+            ) -> BusFuture<'a, ()> {
+                self.0.publish(s, p, id)
+            }
+            fn send<'a>(
+                &'a self,
+                s: &'a str,
+                p: Vec<u8>,
+                id: Option<&'a str>,
+            ) -> BusFuture<'a, Confirmation> {
+                self.0.send(s, p, id)
+            }
+            fn emit<'a>(
+                &'a self,
+                s: &'a str,
+                p: Vec<u8>,
+                id: Option<&'a str>,
+            ) -> BusFuture<'a, ()> {
+                self.1.fetch_add(1, Ordering::SeqCst);
+                self.0.emit(s, p, id)
+            }
+            fn subscribe<'a>(
+                &'a self,
+                spec: &'a ConsumerSpec,
+            ) -> BusFuture<'a, Box<dyn Subscription>> {
+                self.0.subscribe(spec)
+            }
+            fn replay<'a>(
+                &'a self,
+                f: &'a str,
+            ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+                self.0.replay(f)
+            }
+        }
+        let counting = Arc::new(Counting(crate::bus::MemoryBus::new(), AtomicUsize::new(0)));
+        let bus: Arc<dyn Bus> = counting.clone();
+        // `Arc<dyn Bus>` is itself a `Bus`: this goes through that impl.
+        let emitted = Bus::emit(&bus, "aaa.t.r.x", b"{}".to_vec(), None);
+        assert!(matches!(
+            futures::FutureExt::now_or_never(emitted),
+            Some(Ok(()))
+        ));
+        assert_eq!(counting.1.load(Ordering::SeqCst), 1);
     }
 }

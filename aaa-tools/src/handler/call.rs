@@ -416,16 +416,13 @@ pub(super) async fn execute(
 /// Emits a guard fact for the record ([`Bus::emit`](crate::bus::Bus::emit)): nobody
 /// waits for it to be stored, it goes out ahead of everything this worker publishes
 /// later (so it precedes the call's outcome), and a bus that cannot take it loses it
-/// with a warning here at most. The guard's decisions never read these facts.
+/// with a warning here at most. The guard's decisions never read these facts. Sent
+/// once and never again, they carry no de-duplication id (which would cost the bus an
+/// entry in its de-duplication window per fact for nothing).
 pub(super) async fn emit_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
     let event = call.draft(core, kind, data);
     let (subject, bytes) = (event.bus_subject(), event.to_bytes());
-    if let Err(error) = core
-        .engine
-        .bus()
-        .emit(&subject, bytes, Some(&event.id))
-        .await
-    {
+    if let Err(error) = core.engine.bus().emit(&subject, bytes, None).await {
         tracing::warn!(%error, kind, "could not send a fact");
     }
 }
