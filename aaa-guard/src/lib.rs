@@ -18,7 +18,9 @@
 //!   (no bus, no runtime); [`LeaseWatch`]: lease lapse decided on the observer's own
 //!   monotonic clock.
 //! - [`GuardStore`] and [`MemoryStore`]: the record store with compare-and-set that guard
-//!   records, pending approvals and budgets live in.
+//!   records, pending approvals and budgets live in; [`FencedLog`]: a store whose
+//!   records share a log with the facts, so an outcome is committed and published in
+//!   one conditional write.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
 //!
@@ -39,11 +41,13 @@
 //! ```
 
 mod config;
+mod fence;
 mod lease;
 mod record;
 mod store;
 
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
+pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
 pub use store::{Entry, GuardStore, MemoryStore, Revision, StoreError, StoreFuture, check_key};

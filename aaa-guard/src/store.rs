@@ -3,8 +3,9 @@
 //! Every state transition of a call is one atomic operation on one record:
 //! create-if-absent, compare-and-set on the record's revision, read, delete, list by
 //! key prefix. That is the whole contract, so it maps one to one onto JetStream KV
-//! (`create`, `update` with the expected revision, `get`, `delete`, `keys`) and onto the
-//! in-process [`MemoryStore`].
+//! (`create`, `update` with the expected revision, `get`, `delete`, `keys`), onto a
+//! stream's subjects with expected last sequences, and onto the in-process
+//! [`MemoryStore`]. A store may also offer a [`FencedLog`](crate::FencedLog).
 //!
 //! Revisions are opaque, strictly increasing per store, and change on every write. A
 //! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
@@ -15,6 +16,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::fence::FencedLog;
 
 /// A record's revision: changes on every write.
 pub type Revision = u64;
@@ -99,6 +102,14 @@ pub trait GuardStore: Send + Sync + 'static {
         let _ = key;
         Box::pin(async { Ok(None) })
     }
+
+    /// The store's [`FencedLog`], when its records share an ordered log with the facts
+    /// they fence, so that an outcome can be committed and published in one write.
+    /// `None` (the default, and [`MemoryStore`]'s answer) means outcomes are committed
+    /// on the record first and published after.
+    fn fence(&self) -> Option<&dyn FencedLog> {
+        None
+    }
 }
 
 impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
@@ -124,6 +135,9 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     }
     fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
         (**self).age(key)
+    }
+    fn fence(&self) -> Option<&dyn FencedLog> {
+        (**self).fence()
     }
 }
 

@@ -63,13 +63,9 @@
 //!   the state machine lives in `aaa-guard`).
 //! - [`bus`]: the [`Bus`](bus::Bus) trait and the embedded [`MemoryBus`](bus::MemoryBus);
 //!   [`GuardStore`] and [`MemoryStore`]: the record store.
-//!
-//! # Not here yet
-//!
-//! The JetStream bus and KV store for running workers on several machines (a `nats`
-//! feature) do not exist yet: today the engine runs in one process, on `MemoryBus` and
-//! `MemoryStore`. Both traits are shaped for JetStream (sequence-matched acks,
-//! compare-and-set on revisions).
+//! - [`nats`] (feature `nats`): the same engine across machines, on a NATS JetStream
+//!   stream (the bus, and the calls' guard records) and a KV bucket (approvals,
+//!   budgets).
 //!
 //! # Decisions
 //!

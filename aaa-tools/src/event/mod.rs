@@ -42,8 +42,14 @@
 //! what happened, sent without waiting for the bus to store them (on NATS, a plain
 //! publish with no receipt; see [`Bus::emit`](crate::bus::Bus::emit)): they precede the
 //! call's outcome in the log, and a bus failure at that moment loses the record, never
-//! the call. Nothing the guard decides reads them; the guard record in the store is the
-//! source of truth about attempts.
+//! the call. Sent once, they carry no de-duplication id. Nothing the guard decides
+//! reads them; the guard record in the store is the source of truth about attempts.
+//! (On NATS those records live on the same stream under `aaa.$g.…`, outside every
+//! run's subjects; they are not events. See [`nats`](crate::nats).)
+//!
+//! An outcome fact's id (its de-duplication id on the bus) is
+//! `outcome-<tenant>-<run>-<call id>`, the same for every attempt, so a republished
+//! outcome is dropped by the bus's de-duplication.
 //!
 //! A program in another language requests a call by publishing a `aaa.tool.requested`
 //! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from

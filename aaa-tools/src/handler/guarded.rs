@@ -18,7 +18,15 @@
 //!    attempt's result is dropped and audited as `aaa.tool.stale_result`;
 //! 5. publishes the outcome and only then acks. A later delivery of the finished call
 //!    runs nothing: it publishes the recorded outcome again under the same message id
-//!    (the bus drops it when the fact is already there), records that it did, and acks.
+//!    (the bus drops it when the fact is already there; after the bus's
+//!    de-duplication window the same fact is stored a second time), records that it
+//!    did, and acks.
+//!
+//! When the store has a [`FencedLog`](aaa_guard::FencedLog) (NATS from 2.11), steps 4
+//! and 5 are one write: the outcome is published only if the attempt still holds the
+//! call, and the record is left as it was (see the `fenced` module). Whoever fences
+//! that attempt out later, and any delivery that would wait for it, first looks for its
+//! outcome in the log.
 //!
 //! A superseded worker never acks, naks or reports progress on its message: JetStream
 //! matches acks by sequence, so a stale ack would settle the message its successor is
@@ -40,6 +48,7 @@ use serde_json::Value;
 
 use super::call::{self, Call, Disposition, Executed};
 use super::core::{Core, Entry};
+use super::fenced;
 use super::records::read;
 use crate::bus::Message;
 use crate::event::{
@@ -240,7 +249,17 @@ pub(super) async fn run_call(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
     });
-    commit(core, entry, call, &key, attempt, recorded, known).await
+    match core.engine.store().fence() {
+        Some(fence) if config.fence_results => {
+            let holder = fenced::Holder {
+                key: &key,
+                attempt,
+                known,
+            };
+            Box::pin(fenced::commit(core, entry, call, holder, &recorded, fence)).await
+        }
+        _ => commit(core, entry, call, &key, attempt, recorded, known).await,
+    }
 }
 
 /// Reads the record until this worker may run an attempt, or the call needs nothing
@@ -303,6 +322,17 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 }
             }
             OnDelivery::Wait => {
+                // Under a fence a finished call's record still shows its last attempt
+                // running: its outcome may already be in the log.
+                if let Some(fence) = store.fence() {
+                    match Box::pin(fenced::logged_outcome(fence, call)).await {
+                        Ok(Some(_)) => return Claimed::Settled(Disposition::Ack),
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(%error, key, "could not look for the call's outcome")
+                        }
+                    }
+                }
                 let poll = config.wait_poll();
                 // Boxed, as the rare branches below: they would enlarge every call.
                 Box::pin(call::with_progress(
@@ -321,6 +351,11 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 let record = old.taken_over(&core.worker);
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
+                        if let Some(settled) =
+                            settled_before(store, call, key, &record, revision).await
+                        {
+                            return Claimed::Settled(settled);
+                        }
                         return Claimed::Run {
                             attempt: next,
                             record: Box::new(record),
@@ -364,6 +399,11 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 };
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
+                        if let Some(settled) =
+                            settled_before(store, call, key, &record, revision).await
+                        {
+                            return Claimed::Settled(settled);
+                        }
                         let disposition = Box::pin(publish_recorded(
                             core, entry, call, key, &record, revision, false,
                         ))
@@ -381,6 +421,9 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 if !republish {
                     return Claimed::Settled(Disposition::Ack);
                 }
+                if let Some(settled) = settled_before(store, call, key, &record, revision).await {
+                    return Claimed::Settled(settled);
+                }
                 return Claimed::Settled(
                     Box::pin(publish_recorded(
                         core, entry, call, key, &record, revision, true,
@@ -392,7 +435,32 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     }
 }
 
-/// Publishes a recorded outcome and marks it published.
+/// Under a fence, after this worker's compare-and-set fenced the call's last attempt
+/// out (the record is now `record` at `revision`), or before it republishes a recorded
+/// outcome: `Some` when an outcome is already in the log (the call is finished with it:
+/// `Ack`) or the log cannot be read (`Nak`), `None` when there is none, or no fence.
+async fn settled_before(
+    store: &dyn GuardStore,
+    call: &Call,
+    key: &str,
+    record: &CallRecord,
+    revision: Revision,
+) -> Option<Disposition> {
+    let fence = store.fence()?;
+    match Box::pin(fenced::finished_before(
+        store, fence, call, key, record, revision,
+    ))
+    .await
+    {
+        Ok(true) => Some(Disposition::Ack),
+        Ok(false) => None,
+        Err(error) => {
+            tracing::warn!(%error, key, "could not look for the call's outcome; the call will be delivered again");
+            Some(Disposition::Nak)
+        }
+    }
+}
+
 /// Publishes a recorded outcome. `mark` records that it was published: the path that
 /// commits an outcome skips that write (a later duplicate delivery publishes again under
 /// the same message id, which the bus drops, and marks it then).
@@ -433,6 +501,27 @@ async fn publish_recorded(
     Disposition::Ack
 }
 
+/// Drops the result of `attempt`, which no longer holds the call, auditing it as
+/// `aaa.tool.stale_result` when a newer attempt does. Touches nothing else: `Leave`.
+pub(super) async fn superseded(
+    core: &Core,
+    call: &Call,
+    attempt: u32,
+    current: &CallRecord,
+) -> Disposition {
+    if current.attempt != attempt {
+        let stale = StaleResult {
+            call_id: call.call_id.clone(),
+            name: call.name.clone(),
+            attempt,
+            current_attempt: current.attempt,
+        };
+        tracing::warn!(call_id = %call.call_id, attempt, current = current.attempt, "dropping a stale result");
+        Box::pin(call::publish_fact(core, call, STALE_RESULT, &stale)).await;
+    }
+    Disposition::Leave
+}
+
 /// Commits an attempt's outcome by compare-and-set on its fence.
 async fn commit(
     core: &Core,
@@ -460,17 +549,10 @@ async fn commit(
             }
         };
         if !current.accepts_result_of(attempt, fence) {
-            if fence && current.attempt != attempt {
-                let stale = StaleResult {
-                    call_id: call.call_id.clone(),
-                    name: call.name.clone(),
-                    attempt,
-                    current_attempt: current.attempt,
-                };
-                tracing::warn!(call_id = %call.call_id, attempt, current = current.attempt, "dropping a stale result");
-                Box::pin(call::publish_fact(core, call, STALE_RESULT, &stale)).await;
+            if !fence {
+                return Disposition::Leave;
             }
-            return Disposition::Leave;
+            return superseded(core, call, attempt, &current).await;
         }
         // The first try takes the outcome; a conflict's retry reads it back.
         let outcome = match recorded.take() {

@@ -29,6 +29,7 @@ mod approval;
 mod call;
 mod core;
 mod executor;
+mod fenced;
 mod guarded;
 mod policy;
 mod records;

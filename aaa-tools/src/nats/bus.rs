@@ -26,14 +26,6 @@ pub struct NatsBus {
     multi_filter: bool,
 }
 
-/// Whether a server of `version` (`major.minor.patch`) takes several filter subjects
-/// per consumer: 2.10 and later do.
-fn takes_several_filters(version: &str) -> bool {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    (major, minor) >= (2, 10)
-}
-
 impl std::fmt::Debug for NatsBus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NatsBus")
@@ -71,6 +63,21 @@ fn unavailable(error: impl std::fmt::Display) -> BusError {
     BusError::Unavailable(error.to_string())
 }
 
+/// The settings of the facts stream.
+pub(super) fn facts_stream(options: &NatsOptions) -> stream::Config {
+    stream::Config {
+        name: options.stream.clone(),
+        subjects: vec!["aaa.>".into()],
+        retention: RetentionPolicy::Limits,
+        storage: storage_type(options.storage),
+        num_replicas: options.replicas,
+        max_age: options.max_age,
+        duplicate_window: options.duplicate_window,
+        description: Some("aaa-tools: the facts of every run".into()),
+        ..Default::default()
+    }
+}
+
 impl NatsBus {
     /// Opens the bus over `client`, creating the stream when it is missing.
     pub async fn connect(
@@ -79,19 +86,10 @@ impl NatsBus {
     ) -> Result<Self, NatsError> {
         options.validate()?;
         let options = Arc::new(options);
-        let multi_filter = takes_several_filters(&client.server_info().version);
+        // Servers from 2.10 take several filters per consumer.
+        let multi_filter = super::server_at_least(&client.server_info().version, (2, 10));
         let js = jetstream::new(client);
-        let config = stream::Config {
-            name: options.stream.clone(),
-            subjects: vec!["aaa.>".into()],
-            retention: RetentionPolicy::Limits,
-            storage: storage_type(options.storage),
-            num_replicas: options.replicas,
-            max_age: options.max_age,
-            duplicate_window: options.duplicate_window,
-            description: Some("aaa-tools: the facts of every run".into()),
-            ..Default::default()
-        };
+        let config = facts_stream(&options);
         let stream = js
             .get_or_create_stream(config)
             .await
@@ -474,17 +472,5 @@ impl Acker for NatsAcker {
     }
     fn term(&self, _seq: u64) -> BusFuture<'_, ()> {
         self.confirm(AckKind::Term)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn servers_from_2_10_take_several_filters() {
-        assert!(super::takes_several_filters("2.10.0"));
-        assert!(super::takes_several_filters("2.15.1"));
-        assert!(super::takes_several_filters("3.0.0"));
-        assert!(!super::takes_several_filters("2.9.10"));
-        assert!(!super::takes_several_filters("garbage"));
     }
 }

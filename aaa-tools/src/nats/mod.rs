@@ -1,4 +1,4 @@
-//! Many machines: the JetStream [`Bus`](crate::bus::Bus) and KV
+//! Many machines: the JetStream [`Bus`](crate::bus::Bus) and
 //! [`GuardStore`](aaa_guard::GuardStore) (feature `nats`).
 //!
 //! Workers on several machines serve the same tools against one NATS server or
@@ -48,24 +48,54 @@
 //!   way.)
 //! - **Publishing** waits for the server's ack and sets `Nats-Msg-Id`: a second publish
 //!   of the same id within the `duplicate_window` is dropped.
-//! - **One KV bucket** (default `aaa_guard`, history 1) holds guard records, pending
-//!   approvals and run budgets, so any worker can continue any call. Every transition
-//!   is one compare-and-set on the key's revision.
+//! - **Call records** (the guard's `guard.<tenant>.<run>.<call>`) live on the same
+//!   stream under `aaa.$g.guard.<tenant>.<run>.<call>`: every write is a publish with
+//!   `Nats-Expected-Last-Subject-Sequence` (compare-and-set on the subject's last
+//!   sequence, which is the revision), a read is the subject's last message. `$g` is no
+//!   tenant and the subjects have six tokens, so no run's filter and no consumer ever
+//!   matches one. Every write stays until `max_age` (a call writes its record when it
+//!   starts, every heartbeat while it runs, and when it ends, if it is not finished
+//!   through the fence below).
+//! - **One KV bucket** (default `aaa_guard`, history 1) holds pending approvals and run
+//!   budgets (and one clock key per store), so any worker can continue any call. Every
+//!   transition is one compare-and-set on the key's revision.
+//!
+//! # Outcomes committed in one write (nats-server 2.11 and later)
+//!
+//! A call's outcome fact is published with `Nats-Expected-Last-Subject-Sequence` and
+//! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record: the server stores it
+//! only if the attempt still holds the call, so the fact *is* the commit (one write
+//! where the KV store needed a compare-and-set and then a publish; see
+//! [`FencedLog`](aaa_guard::FencedLog) and [`NatsStore`]'s `fence`). The record keeps
+//! showing the attempt running; whoever fences that attempt out later (a takeover, an
+//! abandon, `outcome_unknown`) looks for its outcome right after its own
+//! compare-and-set, and a delivery that would wait for a live holder looks first, so a
+//! finished call never runs again. A stale attempt's outcome is refused by the server
+//! and audited as `aaa.tool.stale_result`; one refused as a duplicate of the call's
+//! outcome id is checked against the record and audited alike when the attempt lost
+//! the call. Tools with `fence_results = false` commit on the record first, as before.
+//!
+//! Servers before 2.11 ignore the second header, so the store offers no fence there
+//! and every outcome is committed on the record first, then published. **A cluster
+//! whose servers straddle 2.11** (a rolling upgrade) can store a stale attempt's
+//! outcome when a worker connected to a 2.11 server publishes through a leader that is
+//! older: run the workers with [`NatsOptions::fenced_outcomes`]`(false)` until the
+//! upgrade is done.
 //!
 //! # Acks are not fenced
 //!
 //! JetStream matches `+ACK`, `-NAK`, `+WPI` and `+TERM` by stream sequence, whichever
 //! delivery sent them: a stale ack from a superseded worker would settle the message
-//! its successor is working on. So the fence lives in the KV record, and a worker whose
+//! its successor is working on. So the fence lives in the call's record, and a worker whose
 //! attempt was superseded sends nothing for that message (the handler's `Leave`).
 //! A worker acks only after the outcome is committed and published. Progress (`+WPI`)
 //! goes out every heartbeat, only after the lease was renewed.
 //!
 //! # Leases and the server's clock
 //!
-//! The pending ack is a lease on the server's clock; the KV record is the fence. When a
+//! The pending ack is a lease on the server's clock; the call's record is the fence. When a
 //! worker dies, its message comes back after `AckWait`. The next worker reads the
-//! record, and the KV store's own clock (every revision carries the server's time)
+//! record, and the server's own clock (every stored message carries the server's time)
 //! tells how old the last renewal is: once it is older than `lease_ttl_s` and the
 //! observer has itself seen it unchanged for 1.5 heartbeats, the call is taken over
 //! (see [`LeaseWatch`](aaa_guard::LeaseWatch)). Takeover therefore comes about
@@ -78,14 +108,15 @@
 //! `create_key_value` fails against 2.9 (its account-info query expects fields that
 //! arrived in 2.10.8), so when it fails the bucket's `KV_<bucket>` stream is created
 //! directly with the settings a KV bucket has. Per-key TTLs (2.11) are not used.
-//! Consumers take one filter subject each (several arrived in 2.10).
+//! Consumers take one filter subject each (several arrived in 2.10). Outcomes are
+//! committed in one conditional write from 2.11 on (above); before, in two.
 //!
 //! # Disconnects
 //!
 //! The client reconnects forever. While the server is away, publishes and store writes
 //! fail after the request timeout; the handler's retry policy retries outcomes, calls in
 //! flight keep their records, and nothing is acked: JetStream delivers the requests
-//! again once it is back. An ambiguous KV write (a timeout) is resolved by reading the
+//! again once it is back. An ambiguous store write (a timeout) is resolved by reading the
 //! key back.
 //!
 //! # Operator's view
@@ -99,10 +130,12 @@
 //!
 //! It is the NATS maintainers' own Rust client, on tokio, with JetStream and KV support
 //! and transparent reconnects; the bus uses its pull consumers and publish acks, and
-//! the store its KV bucket handle.
+//! the store its publish acks and stream reads (call records) and its KV bucket handle
+//! (the rest).
 
 mod bus;
 mod options;
+mod records;
 mod store;
 
 pub use bus::NatsBus;
@@ -163,6 +196,12 @@ impl NatsOptions {
     }
 }
 
+/// Whether a server of `version` (`major.minor.patch`) is at least `least`.
+pub(crate) fn server_at_least(version: &str, least: (u32, u32)) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= least
+}
+
 /// Checks a subject or filter as the bus does, and that it lies in the stream (`aaa.`).
 pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
     if !subject.starts_with("aaa.") {
@@ -173,7 +212,17 @@ pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String
 
 #[cfg(test)]
 mod tests {
-    use super::check_subject;
+    use super::{check_subject, server_at_least};
+
+    #[test]
+    fn server_versions_compare_by_major_and_minor() {
+        assert!(server_at_least("2.10.0", (2, 10)));
+        assert!(server_at_least("2.15.1", (2, 11)));
+        assert!(server_at_least("3.0.0", (2, 11)));
+        assert!(!server_at_least("2.9.10", (2, 10)));
+        assert!(!server_at_least("2.10.24", (2, 11)));
+        assert!(!server_at_least("garbage", (2, 10)));
+    }
 
     #[test]
     fn subjects_cannot_widen() {

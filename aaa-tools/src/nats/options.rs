@@ -73,6 +73,7 @@ pub struct NatsOptions {
     pub(super) max_workers: usize,
     pub(super) request_timeout: Duration,
     pub(super) pull_expires: Duration,
+    pub(super) fenced_outcomes: bool,
 }
 
 impl NatsOptions {
@@ -97,6 +98,7 @@ impl NatsOptions {
             max_workers: 64,
             request_timeout: Duration::from_secs(5),
             pull_expires: Duration::from_secs(5),
+            fenced_outcomes: true,
         }
     }
 
@@ -209,6 +211,16 @@ impl NatsOptions {
     /// 5 s). A store write that times out is resolved by reading it back.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// Whether outcomes are committed in one conditional write where the server takes
+    /// it (2.11 and later; default `true`; see [the module docs](super)). Turn it off
+    /// while a cluster's servers straddle 2.11: a leader before 2.11 would store a
+    /// stale attempt's outcome. Outcomes are then committed on the call's record first
+    /// and published after, on every server.
+    pub fn fenced_outcomes(mut self, fenced: bool) -> Self {
+        self.fenced_outcomes = fenced;
         self
     }
 

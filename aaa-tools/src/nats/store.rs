@@ -1,8 +1,9 @@
-//! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket.
+//! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket, with call records on the
+//! facts stream (see [`records`](super::records)).
 
 use std::time::Duration;
 
-use aaa_guard::{Entry, GuardStore, Revision, StoreError, StoreFuture, check_key};
+use aaa_guard::{Entry, FencedLog, GuardStore, Revision, StoreError, StoreFuture, check_key};
 use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
 use async_nats::jetstream::stream::{self, DiscardPolicy};
@@ -10,10 +11,14 @@ use async_nats::jetstream::{self};
 use futures::StreamExt;
 
 use super::bus::storage_type;
+use super::records::{self, StreamRecords};
 use super::{NatsError, NatsOptions};
 
-/// The JetStream KV [`GuardStore`]: one key per record, compare-and-set on the key's
-/// revision (the stream sequence of its last write). Cheap to clone.
+/// The JetStream [`GuardStore`]: one key per record, compare-and-set on the key's
+/// revision (the stream sequence of its last write). Call records (`guard.…`) live on
+/// the facts stream, next to the outcomes they fence (on nats-server 2.11 and later an
+/// outcome is committed and published in one write: [`fence`](GuardStore::fence));
+/// pending approvals and budgets live in the KV bucket. Cheap to clone.
 ///
 /// Keeps a clock: every revision carries the server's time, so
 /// [`age`](GuardStore::age) tells how long ago a record was written by the server's
@@ -25,6 +30,7 @@ pub struct NatsStore {
     stream: stream::Stream,
     prefix: String,
     clock_key: String,
+    records: StreamRecords,
 }
 
 impl std::fmt::Debug for NatsStore {
@@ -61,7 +67,17 @@ impl NatsStore {
             .await
             .map_err(|e| setup(e.to_string()))?;
         let clock_key = format!("clock.{}", uuid::Uuid::new_v4().simple());
+        let facts = js
+            .get_or_create_stream(super::bus::facts_stream(&options))
+            .await
+            .map_err(|error| NatsError::Setup {
+                what: format!("stream {}", options.stream),
+                detail: error.to_string(),
+            })?;
+        let fences = options.fenced_outcomes
+            && super::server_at_least(&client.server_info().version, (2, 11));
         Ok(NatsStore {
+            records: StreamRecords::new(js, facts, fences),
             client,
             kv,
             stream,
@@ -139,6 +155,9 @@ impl GuardStore for NatsStore {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
         Box::pin(async move {
             check_key(key)?;
+            if records::on_stream(key) {
+                return self.records.create(key, value).await;
+            }
             self.kv
                 .create(key, value.into())
                 .await
@@ -160,6 +179,9 @@ impl GuardStore for NatsStore {
     ) -> StoreFuture<'a, Revision> {
         Box::pin(async move {
             check_key(key)?;
+            if records::on_stream(key) {
+                return self.records.update(key, value, expected).await;
+            }
             self.kv
                 .update(key, value.into(), expected)
                 .await
@@ -178,6 +200,9 @@ impl GuardStore for NatsStore {
     fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
         Box::pin(async move {
             check_key(key)?;
+            if records::on_stream(key) {
+                return Ok(self.records.get(key).await?.map(|(entry, _)| entry));
+            }
             Ok(self.live_entry(key).await?.map(|e| Entry {
                 value: e.value.to_vec(),
                 revision: e.revision,
@@ -188,50 +213,24 @@ impl GuardStore for NatsStore {
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(async move {
             check_key(key)?;
+            if records::on_stream(key) {
+                return self.records.delete(key).await;
+            }
             self.kv.delete(key).await.map_err(unavailable)
         })
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         Box::pin(async move {
-            // A prefix that ends a token is a server-side filter; others filter here.
-            let filter = match prefix.strip_suffix('.') {
-                Some(head) if check_key(head).is_ok() => format!("{}{prefix}>", self.prefix),
-                _ => format!("{}>", self.prefix),
-            };
-            let consumer = self
-                .stream
-                .create_consumer(push::OrderedConfig {
-                    deliver_subject: self.client.new_inbox(),
-                    filter_subject: filter,
-                    headers_only: true,
-                    replay_policy: ReplayPolicy::Instant,
-                    deliver_policy: DeliverPolicy::LastPerSubject,
-                    ..Default::default()
-                })
-                .await
-                .map_err(unavailable)?;
+            // A key is on the stream or in the bucket by its first token: a prefix
+            // reaches either place or both.
             let mut keys = Vec::new();
-            if consumer.cached_info().num_pending == 0 {
-                return Ok(keys);
+            if records::on_stream(prefix) || "guard.".starts_with(prefix) {
+                let stream = self.records.stream();
+                keys = last_written(&self.client, stream, records::SUBJECT_PREFIX, prefix).await?;
             }
-            let mut messages = consumer.messages().await.map_err(unavailable)?;
-            while let Some(message) = messages.next().await {
-                let message = message.map_err(unavailable)?;
-                let pending = message.info().map_err(unavailable)?.pending;
-                let deleted = message.headers.as_ref().is_some_and(|h| {
-                    h.get("KV-Operation")
-                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
-                });
-                if let Some(key) = message.subject.strip_prefix(self.prefix.as_str())
-                    && !deleted
-                    && key.starts_with(prefix)
-                {
-                    keys.push(key.to_owned());
-                }
-                if pending == 0 {
-                    break;
-                }
+            if !records::on_stream(prefix) {
+                keys.extend(last_written(&self.client, &self.stream, &self.prefix, prefix).await?);
             }
             keys.sort();
             Ok(keys)
@@ -241,15 +240,80 @@ impl GuardStore for NatsStore {
     fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
         Box::pin(async move {
             check_key(key)?;
-            let Some(entry) = self.live_entry(key).await? else {
+            let written = if records::on_stream(key) {
+                self.records
+                    .get(key)
+                    .await?
+                    .map(|(entry, time)| (entry.revision, time))
+            } else {
+                self.live_entry(key)
+                    .await?
+                    .map(|e| (e.revision, e.created.unix_timestamp_nanos()))
+            };
+            let Some((revision, written)) = written else {
                 return Ok(None);
             };
             let now = self.server_now().await?;
-            let nanos = now
-                .saturating_sub(entry.created.unix_timestamp_nanos())
-                .max(0);
+            let nanos = now.saturating_sub(written).max(0);
             let age = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
-            Ok(Some((entry.revision, age)))
+            Ok(Some((revision, age)))
         })
     }
+
+    /// From nats-server 2.11: an outcome is published only if its call's record is
+    /// unchanged, in one write (see [the module docs](super)).
+    fn fence(&self) -> Option<&dyn FencedLog> {
+        self.records
+            .fences()
+            .then_some(&self.records as &dyn FencedLog)
+    }
+}
+
+/// The keys starting with `prefix` among the subjects `subjects` + key of `stream`,
+/// by the last message of each subject (deleted keys left out).
+async fn last_written(
+    client: &async_nats::Client,
+    stream: &stream::Stream,
+    subjects: &str,
+    prefix: &str,
+) -> Result<Vec<String>, StoreError> {
+    // A prefix that ends a token is a server-side filter; others filter here.
+    let filter = match prefix.strip_suffix('.') {
+        Some(head) if check_key(head).is_ok() => format!("{subjects}{prefix}>"),
+        _ => format!("{subjects}>"),
+    };
+    let consumer = stream
+        .create_consumer(push::OrderedConfig {
+            deliver_subject: client.new_inbox(),
+            filter_subject: filter,
+            headers_only: true,
+            replay_policy: ReplayPolicy::Instant,
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .map_err(unavailable)?;
+    let mut keys = Vec::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(keys);
+    }
+    let mut messages = consumer.messages().await.map_err(unavailable)?;
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(unavailable)?;
+        let pending = message.info().map_err(unavailable)?.pending;
+        let deleted = message.headers.as_ref().is_some_and(|h| {
+            h.get("KV-Operation")
+                .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+        });
+        if let Some(key) = message.subject.strip_prefix(subjects)
+            && !deleted
+            && key.starts_with(prefix)
+        {
+            keys.push(key.to_owned());
+        }
+        if pending == 0 {
+            break;
+        }
+    }
+    Ok(keys)
 }

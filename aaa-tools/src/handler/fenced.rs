@@ -1,0 +1,154 @@
+//! Outcomes committed through the store's fence ([`FencedLog`]): the outcome fact is
+//! published only if the attempt still holds its call, in one write, and the record is
+//! left as it was.
+//!
+//! The record of a call finished this way still says "running" (its last renewal): the
+//! outcome lives in the log. So whoever fences that attempt out (a takeover, an
+//! abandon, an outcome declared unknown) looks for its outcome right after its own
+//! compare-and-set, and a delivery that would wait for a live holder looks first; a
+//! found outcome finishes the call, and nothing runs again. See [`aaa_guard::FencedLog`]
+//! for why looking after the compare-and-set cannot miss one.
+
+use aaa_guard::{
+    Appended, CallRecord, FencedLog, GuardStore, RecordedOutcome, Revision, StoreError,
+};
+use serde_json::value::RawValue;
+
+use super::call::{self, Call, Disposition};
+use super::core::{Core, Entry};
+use super::guarded::{superseded, write_record};
+use super::records::read;
+use crate::bus::BusError;
+use crate::event::{TOOL_COMPLETED, TOOL_FAILED, subject};
+
+/// The attempt whose result is being committed.
+pub(super) struct Holder<'a> {
+    /// The call's record.
+    pub(super) key: &'a str,
+    /// The attempt.
+    pub(super) attempt: u32,
+    /// The record as the lease last wrote it, tried before reading.
+    pub(super) known: Option<(CallRecord, Revision)>,
+}
+
+/// Commits `recorded`, the result of `holder`'s attempt, by publishing it through
+/// `fence`.
+pub(super) async fn commit(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    holder: Holder<'_>,
+    recorded: &RecordedOutcome,
+    fence: &dyn FencedLog,
+) -> Disposition {
+    let Holder {
+        key,
+        attempt,
+        mut known,
+    } = holder;
+    let store = &**core.engine.store();
+    let mut event = call.draft(core, &recorded.kind, &*recorded.data);
+    event.id = call::outcome_id(call);
+    let subject = event.bus_subject();
+    loop {
+        let (current, revision) = match known.take() {
+            Some(known) => known,
+            None => match read::<CallRecord>(store, key).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return Disposition::Nak,
+                Err(error) => {
+                    tracing::warn!(%error, key, "could not read the record to commit; the call will be delivered again");
+                    return Disposition::Nak;
+                }
+            },
+        };
+        if !current.is_held_by(attempt) {
+            return superseded(core, call, attempt, &current).await;
+        }
+        let appended = entry
+            .handler
+            .result_retry
+            .run(|| async {
+                let bytes = event.to_bytes();
+                match fence
+                    .append_if_current(key, revision, &subject, bytes, &event.id)
+                    .await
+                {
+                    Err(StoreError::Unavailable(why)) => Err(BusError::Unavailable(why)),
+                    other => Ok(other),
+                }
+            })
+            .await;
+        match appended {
+            Ok(Ok(Appended::Stored)) => return Disposition::Ack,
+            // The call's outcome is already in the log: this attempt's own (an append
+            // that timed out but was stored) while the attempt still holds the call,
+            // another's otherwise.
+            Ok(Ok(Appended::Duplicate)) => {
+                return match read::<CallRecord>(store, key).await {
+                    Ok(Some((current, _))) if current.is_held_by(attempt) => Disposition::Ack,
+                    Ok(Some((current, _))) => superseded(core, call, attempt, &current).await,
+                    _ => Disposition::Nak,
+                };
+            }
+            // The record moved: a renewal of this attempt (read and try again) or a
+            // newer attempt (dropped above).
+            Ok(Err(StoreError::Conflict { .. })) => continue,
+            Ok(Err(error)) => return gave_up(key, &error),
+            Err(error) => return gave_up(key, &error),
+        }
+    }
+}
+
+fn gave_up(key: &str, error: &dyn std::fmt::Display) -> Disposition {
+    tracing::warn!(%error, key, "could not commit an outcome; the call will be delivered again");
+    Disposition::Nak
+}
+
+/// The outcome of `call` already in the log, as the guard records outcomes.
+pub(super) async fn logged_outcome(
+    fence: &dyn FencedLog,
+    call: &Call,
+) -> Result<Option<RecordedOutcome>, StoreError> {
+    #[derive(serde::Deserialize)]
+    struct Logged {
+        #[serde(rename = "type")]
+        kind: String,
+        data: Box<RawValue>,
+    }
+    let subjects = [
+        subject(&call.tenant, &call.run, TOOL_COMPLETED),
+        subject(&call.tenant, &call.run, TOOL_FAILED),
+    ];
+    let Some(payload) = fence.find(&subjects, &call::outcome_id(call)).await? else {
+        return Ok(None);
+    };
+    let logged: Logged = serde_json::from_slice(&payload).map_err(|error| {
+        StoreError::Unavailable(format!("the logged outcome does not parse: {error}"))
+    })?;
+    Ok(Some(RecordedOutcome {
+        kind: logged.kind,
+        data: logged.data,
+    }))
+}
+
+/// After fencing a call's last attempt out (the record is now `record` at `revision`):
+/// whether that attempt's outcome was already in the log, in which case the call is
+/// recorded finished with it. `Err`: the log could not be read (try again later).
+pub(super) async fn finished_before(
+    store: &dyn GuardStore,
+    fence: &dyn FencedLog,
+    call: &Call,
+    key: &str,
+    record: &CallRecord,
+    revision: Revision,
+) -> Result<bool, StoreError> {
+    let Some(outcome) = logged_outcome(fence, call).await? else {
+        return Ok(false);
+    };
+    // Losing this write changes nothing: the outcome is in the log, and a later
+    // delivery finds it again.
+    let finished = record.finished(outcome).marked_published();
+    let _ = write_record(store, key, &finished, Some(revision)).await;
+    Ok(true)
+}

@@ -1,0 +1,266 @@
+//! Call records on the facts stream, and the fence they give outcomes.
+//!
+//! A call's guard record (`guard.<tenant>.<run>.<call>`) is kept on the facts stream
+//! under `aaa.$g.guard.<tenant>.<run>.<call>` rather than in the KV bucket, with the
+//! same compare-and-set: every write is a publish with
+//! `Nats-Expected-Last-Subject-Sequence` (0 for "absent"), the revision is the stream
+//! sequence of the last write, a read is the subject's last message. `$g` is no tenant
+//! (ids are `[A-Za-z0-9_-]`) and the subjects have six tokens, so no run's filter and
+//! no consumer of requests or approvals ever matches a record.
+//!
+//! Living in the same stream as the outcome facts is what makes the one-write commit
+//! possible on nats-server 2.11 and later: an outcome is published with
+//! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record's subject, so the
+//! server stores it only if the attempt still holds the call (see
+//! [`FencedLog`]). Older servers ignore that header, so there the store offers no
+//! fence and the guard commits on the record before publishing, as on every other
+//! store. The records stay on the stream either way, so workers on servers of
+//! different versions never read different places.
+//!
+//! Every write of a record is a message of its own and stays until the stream's
+//! `max_age` (the KV bucket kept only the last): a call writes its record when it starts,
+//! once per heartbeat while it runs and when it ends.
+
+use aaa_guard::{Appended, Entry, FencedLog, Revision, StoreError, StoreFuture};
+use async_nats::HeaderMap;
+use async_nats::jetstream::consumer::{DeliverPolicy, pull};
+use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+use async_nats::jetstream::stream::{self, LastRawMessageErrorKind};
+use async_nats::jetstream::{self};
+use futures::StreamExt;
+
+/// The key prefix of the records kept on the facts stream.
+const KEY_PREFIX: &str = "guard.";
+/// Where they are kept.
+pub(super) const SUBJECT_PREFIX: &str = "aaa.$g.";
+
+/// The server's header naming the subject an expected last sequence applies to.
+const EXPECTED_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
+
+/// Whether `key` is kept on the facts stream.
+pub(super) fn on_stream(key: &str) -> bool {
+    key.starts_with(KEY_PREFIX)
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+/// The call records on the facts stream.
+#[derive(Clone)]
+pub(super) struct StreamRecords {
+    js: jetstream::Context,
+    stream: stream::Stream,
+    /// Whether the server takes [`EXPECTED_SUBJECT`] (2.11 and later).
+    fences: bool,
+}
+
+impl StreamRecords {
+    pub(super) fn new(js: jetstream::Context, stream: stream::Stream, fences: bool) -> Self {
+        StreamRecords { js, stream, fences }
+    }
+
+    pub(super) fn fences(&self) -> bool {
+        self.fences
+    }
+
+    pub(super) fn stream(&self) -> &stream::Stream {
+        &self.stream
+    }
+
+    fn subject(key: &str) -> String {
+        crate::ids::concat(&[SUBJECT_PREFIX, key])
+    }
+
+    /// Publishes `payload` at `subject` if the last message at `on` has sequence
+    /// `expected` (0: there is none): the new sequence, or whether it was a duplicate.
+    async fn publish_if(
+        &self,
+        subject: String,
+        payload: Vec<u8>,
+        expected: Revision,
+        on: Option<&str>,
+        msg_id: Option<&str>,
+    ) -> Result<(Revision, bool), PublishError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            async_nats::header::NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
+            expected.to_string().as_str(),
+        );
+        if let Some(on) = on {
+            headers.insert(EXPECTED_SUBJECT, on);
+        }
+        if let Some(id) = msg_id {
+            headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+        }
+        let ack = self
+            .js
+            .publish_with_headers(subject, headers, payload.into())
+            .await?
+            .await?;
+        Ok((ack.sequence, ack.duplicate))
+    }
+
+    /// Writes `key` if its revision is `expected` (0: absent).
+    async fn write(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        match self
+            .publish_if(Self::subject(key), value, expected, None, None)
+            .await
+        {
+            Ok((revision, _)) => Ok(revision),
+            Err(error) if error.kind() != PublishErrorKind::WrongLastSequence => {
+                Err(unavailable(error))
+            }
+            Err(_) if expected == 0 => Err(StoreError::Exists {
+                key: key.to_owned(),
+            }),
+            Err(_) => Err(StoreError::Conflict {
+                key: key.to_owned(),
+                expected,
+                found: None,
+            }),
+        }
+    }
+
+    pub(super) async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+        self.write(key, value, 0).await
+    }
+
+    pub(super) async fn update(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<Revision, StoreError> {
+        if expected == 0 {
+            // 0 means "absent" to the server: no record is ever at revision 0.
+            return Err(StoreError::Conflict {
+                key: key.to_owned(),
+                expected,
+                found: None,
+            });
+        }
+        self.write(key, value, expected).await
+    }
+
+    /// The record and when the server stored it (Unix nanoseconds).
+    pub(super) async fn get(&self, key: &str) -> Result<Option<(Entry, i128)>, StoreError> {
+        match self
+            .stream
+            .get_last_raw_message_by_subject(&Self::subject(key))
+            .await
+        {
+            Ok(message) => Ok(Some((
+                Entry {
+                    value: message.payload.to_vec(),
+                    revision: message.sequence,
+                },
+                message.time.unix_timestamp_nanos(),
+            ))),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
+    pub(super) async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.stream
+            .purge()
+            .filter(Self::subject(key))
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+}
+
+impl FencedLog for StreamRecords {
+    fn append_if_current<'a>(
+        &'a self,
+        key: &'a str,
+        revision: Revision,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: &'a str,
+    ) -> StoreFuture<'a, Appended> {
+        Box::pin(async move {
+            aaa_guard::check_key(key)?;
+            super::check_subject(subject, false).map_err(|why| {
+                StoreError::Unavailable(format!("cannot publish at {subject:?}: {why}"))
+            })?;
+            if !on_stream(key) || revision == 0 {
+                return Err(StoreError::Conflict {
+                    key: key.to_owned(),
+                    expected: revision,
+                    found: None,
+                });
+            }
+            let record = Self::subject(key);
+            match self
+                .publish_if(
+                    subject.to_owned(),
+                    payload,
+                    revision,
+                    Some(&record),
+                    Some(msg_id),
+                )
+                .await
+            {
+                Ok((_, false)) => Ok(Appended::Stored),
+                Ok((_, true)) => Ok(Appended::Duplicate),
+                Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
+                    Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected: revision,
+                        found: None,
+                    })
+                }
+                Err(error) => Err(unavailable(error)),
+            }
+        })
+    }
+
+    fn find<'a>(
+        &'a self,
+        subjects: &'a [String],
+        msg_id: &'a str,
+    ) -> StoreFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            for subject in subjects {
+                super::check_subject(subject, false).map_err(|why| {
+                    StoreError::Unavailable(format!("cannot read {subject:?}: {why}"))
+                })?;
+            }
+            let consumer = self
+                .stream
+                .create_consumer(pull::OrderedConfig {
+                    deliver_policy: DeliverPolicy::All,
+                    filter_subjects: subjects.to_vec(),
+                    ..Default::default()
+                })
+                .await
+                .map_err(unavailable)?;
+            if consumer.cached_info().num_pending == 0 {
+                return Ok(None);
+            }
+            let mut messages = consumer.messages().await.map_err(unavailable)?;
+            while let Some(message) = messages.next().await {
+                let message = message.map_err(unavailable)?;
+                let id = message
+                    .headers
+                    .as_ref()
+                    .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID));
+                if id.is_some_and(|id| id.as_str() == msg_id) {
+                    return Ok(Some(message.payload.to_vec()));
+                }
+                if message.info().map_err(unavailable)?.pending == 0 {
+                    break;
+                }
+            }
+            Ok(None)
+        })
+    }
+}

@@ -1,0 +1,304 @@
+//! Call records on the facts stream and the fence they give outcomes, against a real
+//! `nats-server`: where records live, the conditional append (from 2.11; absent
+//! before), and a finished call whose record was left running never running again.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aaa_guard::{Appended, Entry, FencedLog, GuardStore, Revision, StoreError, StoreFuture};
+use aaa_tests::NatsServer;
+use aaa_tools::bus::Bus;
+use aaa_tools::event::{self, AttemptFact, Event};
+use aaa_tools::nats::{NatsOptions, NatsStore};
+use aaa_tools::{Engine, GuardConfig, ToolHandler, ToolRegistry, tool, tools};
+use futures::StreamExt;
+use serde_json::json;
+
+/// Whether the server takes the conditional append (2.11 and later).
+fn fences(server: &NatsServer) -> bool {
+    // `nats-server: v2.15.1`
+    let version = server.version();
+    let number = version.split_whitespace().last().unwrap_or_default();
+    let mut parts = number
+        .trim_start_matches('v')
+        .split('.')
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (2, 11)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, store) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    let rev = store.create("guard.t.r.c1", b"1".to_vec()).await.unwrap();
+    let rev = store
+        .update("guard.t.r.c1", b"2".to_vec(), rev)
+        .await
+        .unwrap();
+    store
+        .create("approval.t.r.c1", b"a".to_vec())
+        .await
+        .unwrap();
+    let facts = bus.jetstream().get_stream("AAA").await.unwrap();
+    let last = facts
+        .get_last_raw_message_by_subject("aaa.$g.guard.t.r.c1")
+        .await
+        .unwrap();
+    assert_eq!((last.payload.to_vec(), last.sequence), (b"2".to_vec(), rev));
+    let bucket = bus.jetstream().get_key_value("aaa_guard").await.unwrap();
+    assert!(bucket.get("guard.t.r.c1").await.unwrap().is_none());
+    assert_eq!(
+        bucket.get("approval.t.r.c1").await.unwrap().as_deref(),
+        Some(&b"a"[..])
+    );
+    // Keys are listed from both places, by any prefix.
+    let all = ["approval.t.r.c1", "guard.t.r.c1"].map(str::to_owned);
+    assert_eq!(store.keys("").await.unwrap(), all);
+    assert_eq!(store.keys("g").await.unwrap(), all[1..]);
+    assert_eq!(store.keys("guard.t.").await.unwrap(), all[1..]);
+    assert_eq!(store.keys("a").await.unwrap(), all[..1]);
+    // No record is ever at revision 0 (which the server reads as "absent").
+    assert!(matches!(
+        store.update("guard.t.r.c1", b"3".to_vec(), 0).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    assert!(matches!(
+        store.update("guard.t.r.nothing", b"3".to_vec(), rev).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    // A record on the stream is no fact of any run: a run's replay never shows it.
+    let run = Engine::new(bus, store.clone()).run(aaa_tools::RunId::new("r").unwrap());
+    let mut replay = run.facts().await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), replay.next())
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fence_appends_only_while_the_record_is_unchanged() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, store) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    let Some(fence) = store.fence() else {
+        // Older servers ignore the header that makes an append conditional: no fence.
+        assert!(!fences(&server), "{} should fence", server.version());
+        return;
+    };
+    assert!(fences(&server), "{} cannot fence", server.version());
+    let key = "guard.t.r.c1";
+    let rev = store.create(key, b"running".to_vec()).await.unwrap();
+    let subjects = ["aaa.t.r.tool.completed".to_owned()];
+
+    let appended = fence
+        .append_if_current(key, rev, &subjects[0], b"first".to_vec(), "out-1")
+        .await
+        .unwrap();
+    assert_eq!(appended, Appended::Stored);
+    // The same id again is a duplicate, whatever the record says.
+    let again = fence
+        .append_if_current(key, rev, &subjects[0], b"again".to_vec(), "out-1")
+        .await
+        .unwrap();
+    assert_eq!(again, Appended::Duplicate);
+    // A record that moved on refuses the old revision's append.
+    store.update(key, b"taken".to_vec(), rev).await.unwrap();
+    let stale = fence
+        .append_if_current(key, rev, &subjects[0], b"stale".to_vec(), "out-2")
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "{stale:?}"
+    );
+    // Bad input is refused before it reaches the server.
+    for (key, subject) in [
+        ("guard.t.r.c1", "aaa.t.r.>"),
+        ("guard.t.r.c1", "other.t"),
+        ("guard.t r", "aaa.t.r.x"),
+        ("approval.t.r.c1", "aaa.t.r.x"),
+    ] {
+        let refused = fence
+            .append_if_current(key, rev, subject, b"x".to_vec(), "out-3")
+            .await;
+        assert!(refused.is_err(), "{key} {subject}");
+    }
+
+    // What was appended is found by its id, and only it.
+    assert_eq!(
+        fence.find(&subjects, "out-1").await.unwrap().as_deref(),
+        Some(&b"first"[..])
+    );
+    assert_eq!(fence.find(&subjects, "out-2").await.unwrap(), None);
+    let elsewhere = ["aaa.t.r.tool.failed".to_owned()];
+    assert_eq!(fence.find(&elsewhere, "out-1").await.unwrap(), None);
+    let mut replay = bus.replay("aaa.t.r.>").await.unwrap();
+    let stored = replay.next().await.unwrap().unwrap();
+    assert_eq!(stored.payload.as_ref(), b"first");
+}
+
+/// Counts its runs.
+#[tool]
+async fn counted() -> usize {
+    RUNS.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+static RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// The worker's store, whose fence does not find the first `hide` outcomes it is asked
+/// for: the race where a holder's outcome lands just after a waiting delivery looked.
+struct HidesFirstFinds {
+    inner: NatsStore,
+    hide: AtomicUsize,
+    finds: Arc<AtomicUsize>,
+}
+
+impl GuardStore for HidesFirstFinds {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        self.inner.create(key, value)
+    }
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        self.inner.update(key, value, expected)
+    }
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        self.inner.get(key)
+    }
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        self.inner.delete(key)
+    }
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        self.inner.keys(prefix)
+    }
+    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        self.inner.age(key)
+    }
+    fn fence(&self) -> Option<&dyn FencedLog> {
+        self.inner.fence().map(|_| self as &dyn FencedLog)
+    }
+}
+
+impl FencedLog for HidesFirstFinds {
+    fn append_if_current<'a>(
+        &'a self,
+        key: &'a str,
+        revision: Revision,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: &'a str,
+    ) -> StoreFuture<'a, Appended> {
+        let fence = self.inner.fence().expect("a fence");
+        fence.append_if_current(key, revision, subject, payload, msg_id)
+    }
+    fn find<'a>(
+        &'a self,
+        subjects: &'a [String],
+        msg_id: &'a str,
+    ) -> StoreFuture<'a, Option<Vec<u8>>> {
+        self.finds.fetch_add(1, Ordering::SeqCst);
+        let hidden = self
+            .hide
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if hidden {
+            return Box::pin(async { Ok(None) });
+        }
+        self.inner.fence().expect("a fence").find(subjects, msg_id)
+    }
+}
+
+/// A request delivered again after its call finished (here: published again outside
+/// the de-duplication window) finds the call's record still showing its attempt
+/// running when the outcome was committed through the fence. It waits for the lease to
+/// lapse, takes the call over, finds the outcome in the log and runs nothing. On older
+/// servers the record says finished and the same delivery is acked at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_call_delivered_again_never_runs_again() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let window = Duration::from_millis(500);
+    let options = NatsOptions::new(server.url()).duplicate_window(window);
+    let (bus, inner) = options.connect_parts().await.unwrap();
+    let finds = Arc::new(AtomicUsize::new(0));
+    let store = HidesFirstFinds {
+        inner,
+        hide: AtomicUsize::new(1),
+        finds: finds.clone(),
+    };
+    let worker = Engine::new(bus, store);
+    let guard = GuardConfig::default()
+        .with_lease_ttl_s(1.0)
+        .with_wait_poll_s(0.1);
+    let registry = ToolRegistry::new(tools![counted]).unwrap();
+    let _handle = ToolHandler::new(registry)
+        .guard(guard)
+        .attach(&worker)
+        .await
+        .unwrap();
+    let client = options.connect().await.unwrap();
+    let run = client.new_run();
+    let outcome = run.call("counted", json!({})).await.unwrap();
+    assert_eq!(outcome.result(), Some(&json!(1)));
+    let mut facts = run.facts().await.unwrap();
+    let request = loop {
+        let fact: Event = facts.next().await.unwrap().unwrap();
+        if fact.kind == event::TOOL_REQUESTED {
+            break fact;
+        }
+    };
+    tokio::time::sleep(window + Duration::from_millis(300)).await;
+    client.publish(&request).await.unwrap();
+
+    let (probe, _) = options.connect_parts().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while probe.consumer_pending("aaa-tool-requests").await.unwrap() != (0, 0) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second delivery was never settled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(RUNS.load(Ordering::SeqCst), 1, "the tool ran again");
+    // One attempt; one outcome under a fence. Before 2.11 the finished record's outcome
+    // is published again for the second request, under the same id (outside the
+    // window the server keeps it): the same fact twice, which the run reads once.
+    let mut outcomes = Vec::new();
+    let mut attempts = Vec::new();
+    let mut replay = run.facts().await.unwrap();
+    while let Ok(Some(fact)) = tokio::time::timeout(Duration::from_millis(500), replay.next()).await
+    {
+        let fact = fact.unwrap();
+        if fact.kind == event::TOOL_COMPLETED || fact.kind == event::TOOL_FAILED {
+            outcomes.push((fact.id.clone(), fact.data.clone()));
+        }
+        if fact.kind == event::ATTEMPT_STARTED {
+            attempts.push(fact.data_as::<AttemptFact>().unwrap().attempt);
+        }
+    }
+    assert_eq!(attempts, [1]);
+    if fences(&server) {
+        assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    } else {
+        assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+        assert_eq!(outcomes[0], outcomes[1]);
+    }
+    // Under a fence: the hidden look while waiting, then the one after taking the call
+    // over, which found the outcome. Before 2.11 the finished record settles it.
+    let expected = if fences(&server) { 2 } else { 0 };
+    assert_eq!(finds.load(Ordering::SeqCst), expected);
+}
