@@ -47,6 +47,8 @@ pub(super) async fn commit(
         mut known,
     } = holder;
     let store = &**core.engine.store();
+    // A lease known lost has been reported; one found lost here has not.
+    let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
     let mut event = call.draft(core, &recorded.kind, &*recorded.data);
     event.id = call::outcome_id(call);
     let subject = event.bus_subject();
@@ -63,7 +65,7 @@ pub(super) async fn commit(
             },
         };
         if !current.is_held_by(attempt) {
-            return superseded(core, call, attempt, &current).await;
+            return superseded(core, call, attempt, &current, unreported).await;
         }
         let appended = entry
             .handler
@@ -87,7 +89,9 @@ pub(super) async fn commit(
             Ok(Ok(Appended::Duplicate)) => {
                 return match read::<CallRecord>(store, key).await {
                     Ok(Some((current, _))) if current.is_held_by(attempt) => Disposition::Ack,
-                    Ok(Some((current, _))) => superseded(core, call, attempt, &current).await,
+                    Ok(Some((current, _))) => {
+                        superseded(core, call, attempt, &current, unreported).await
+                    }
                     _ => Disposition::Nak,
                 };
             }

@@ -158,17 +158,22 @@ impl Lease<'_> {
 
     /// Publishes `aaa.guard.lease_lost`.
     pub(super) async fn report_lost(&self, core: &Core) {
-        let fact = AttemptFact {
-            call_id: self.call.call_id.clone(),
-            name: self.call.name.clone(),
-            attempt: self.attempt,
-            worker: self.worker.to_owned(),
-            previous_attempt: None,
-            previous_worker: None,
-        };
-        tracing::warn!(call_id = %self.call.call_id, attempt = self.attempt, policy = %self.config.lost_lease, "lease lost");
-        call::publish_fact(core, self.call, LEASE_LOST, fact).await;
+        report_lost(core, self.call, self.attempt, self.config.lost_lease).await;
     }
+}
+
+/// Publishes `aaa.guard.lease_lost` for `attempt` of `call`, run by this worker.
+async fn report_lost(core: &Core, call: &Call, attempt: u32, policy: LostLease) {
+    let fact = AttemptFact {
+        call_id: call.call_id.clone(),
+        name: call.name.clone(),
+        attempt,
+        worker: core.worker.clone(),
+        previous_attempt: None,
+        previous_worker: None,
+    };
+    tracing::warn!(call_id = %call.call_id, attempt, %policy, "lease lost");
+    call::publish_fact(core, call, LEASE_LOST, fact).await;
 }
 
 /// What the claim loop decided.
@@ -503,13 +508,20 @@ async fn publish_recorded(
 
 /// Drops the result of `attempt`, which no longer holds the call, auditing it as
 /// `aaa.tool.stale_result` when a newer attempt does. Touches nothing else: `Leave`.
+/// `unreported`: the lost lease's policy when no renewal found the lease lost before
+/// the commit did (it is reported first, so the log says the same whichever of the
+/// tool's end and the next renewal came first).
 pub(super) async fn superseded(
     core: &Core,
     call: &Call,
     attempt: u32,
     current: &CallRecord,
+    unreported: Option<LostLease>,
 ) -> Disposition {
     if current.attempt != attempt {
+        if let Some(policy) = unreported {
+            report_lost(core, call, attempt, policy).await;
+        }
         let stale = StaleResult {
             call_id: call.call_id.clone(),
             name: call.name.clone(),
@@ -534,6 +546,8 @@ async fn commit(
 ) -> Disposition {
     let store = &**core.engine.store();
     let fence = entry.config.guard.fence_results;
+    // A lease known lost has been reported; one found lost here has not.
+    let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
     let mut recorded = Some(recorded);
     loop {
         let found = match known.take() {
@@ -552,7 +566,7 @@ async fn commit(
             if !fence {
                 return Disposition::Leave;
             }
-            return superseded(core, call, attempt, &current).await;
+            return superseded(core, call, attempt, &current, unreported).await;
         }
         // The first try takes the outcome; a conflict's retry reads it back.
         let outcome = match recorded.take() {
