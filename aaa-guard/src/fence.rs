@@ -1,6 +1,6 @@
 //! [`FencedLog`]: a store whose records share a log with the facts they fence.
 
-use crate::store::{Revision, StoreFuture};
+use crate::written::{Revision, StoreFuture};
 
 /// What a fenced append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

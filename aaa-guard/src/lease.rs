@@ -25,7 +25,7 @@
 
 use std::time::Duration;
 
-use crate::store::Revision;
+use crate::written::Revision;
 
 /// Watches one record's revision on the observer's monotonic clock.
 ///

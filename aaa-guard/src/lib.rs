@@ -45,9 +45,11 @@ mod fence;
 mod lease;
 mod record;
 mod store;
+mod written;
 
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
 pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
-pub use store::{Entry, GuardStore, MemoryStore, Revision, StoreError, StoreFuture, check_key};
+pub use store::{GuardStore, MemoryStore, check_key};
+pub use written::{Entry, Revision, StoreError, StoreFuture};

@@ -12,56 +12,11 @@
 //! callers re-read the record before deciding what happened.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::fence::FencedLog;
-
-/// A record's revision: changes on every write.
-pub type Revision = u64;
-
-/// A boxed future returned by store operations (so the trait is object safe).
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
-
-/// A failed store operation.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// `create` found the key already present.
-    #[error("record {key} already exists")]
-    Exists {
-        /// The key.
-        key: String,
-    },
-    /// `update` found a different revision: someone else wrote first.
-    #[error("record {key} changed (expected revision {expected}, found {found:?})")]
-    Conflict {
-        /// The key.
-        key: String,
-        /// The revision the caller read.
-        expected: Revision,
-        /// The revision found, `None` when the record is gone.
-        found: Option<Revision>,
-    },
-    /// The store could not be reached or did not answer in time; the write may or may
-    /// not have happened.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// A key the store cannot hold.
-    #[error("invalid key {0:?}")]
-    InvalidKey(String),
-}
-
-/// A record and its revision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    /// The value's bytes.
-    pub value: Vec<u8>,
-    /// The revision of this value.
-    pub revision: Revision,
-}
+use crate::written::{Entry, Revision, StoreError, StoreFuture};
 
 /// A store of records with compare-and-set: what guard records, pending approvals and
 /// run budgets live in.

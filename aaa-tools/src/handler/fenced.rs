@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
-use super::guarded::{superseded, write_record};
+use super::lease::{superseded, write_record};
 use super::records::read;
 use crate::bus::BusError;
 use crate::event::{TOOL_COMPLETED, TOOL_FAILED, subject};

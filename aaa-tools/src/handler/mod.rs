@@ -26,11 +26,13 @@
 //! acknowledges is delivered again and its tool runs again.
 
 mod approval;
+mod attempt;
 mod call;
 mod core;
 mod executor;
 mod fenced;
 mod guarded;
+mod lease;
 mod policy;
 mod records;
 mod retry;
@@ -43,7 +45,7 @@ use aaa_guard::{ConfigError, GuardConfig};
 
 pub(crate) use executor::Executor;
 pub use executor::HandlerHandle;
-pub(crate) use guarded::{guard_key, read_record, write_record};
+pub(crate) use lease::{guard_key, read_record, write_record};
 pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
 pub(crate) use records::call_of_key;
 pub use retry::RetryPolicy;

@@ -1,0 +1,234 @@
+//! Running one attempt of a call: its pool permit, its timeout, panics and post-call
+//! guardrails, with progress reports (and lease renewals under the guard) every
+//! heartbeat while it waits and runs.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use aaa_guard::LostLease;
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use super::call::{Call, Outcome};
+use super::core::{Core, Entry};
+use super::lease::Lease;
+use crate::bus::Message;
+use crate::context::{PermitSlot, ToolContext};
+use crate::error::CallError;
+use crate::event::{FailureKind, ToolCompleted};
+
+/// Runs `fut`, telling the bus every heartbeat that `message` is still being worked on,
+/// and renewing `lease` first when there is one. Returns `None` when the lease was lost
+/// under [`LostLease::Cancel`] (the future is dropped: the tool is cancelled).
+pub(super) async fn with_progress<F: Future>(
+    core: &Core,
+    message: &Message,
+    lease: Option<&Lease<'_>>,
+    cancel: Option<&CancellationToken>,
+    fut: F,
+) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    // Most futures here finish on their first poll (a free permit, a quick tool): they
+    // need no heartbeat timer.
+    if let std::task::Poll::Ready(out) = futures::poll!(fut.as_mut()) {
+        return Some(out);
+    }
+    let period = match lease {
+        Some(lease) => lease.heartbeat().min(core.heartbeat()),
+        None => core.heartbeat(),
+    };
+    // The first tick is one period away: an immediate first tick would cost a timer
+    // round trip on every call.
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        tokio::select! {
+            out = &mut fut => return Some(out),
+            _ = ticker.tick() => {
+                // Boxed: a heartbeat is rare next to the calls it would otherwise
+                // enlarge (every call's task carries this future's state).
+                if Box::pin(beat(core, message, lease)).await == Some(LostLease::Cancel) {
+                    // Signal the tool, give it a heartbeat to stop cleanly, then drop
+                    // it. Whatever it returns is not recorded.
+                    if let (Some(cancel), Some(lease)) = (cancel, lease) {
+                        cancel.cancel();
+                        let _ = tokio::time::timeout(lease.heartbeat(), &mut fut).await;
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// One heartbeat: renews the lease (reporting it lost, with the policy, when a newer
+/// attempt holds the call), then tells the bus the message is still being worked on.
+/// A worker that lost its lease touches the message no more.
+async fn beat(core: &Core, message: &Message, lease: Option<&Lease<'_>>) -> Option<LostLease> {
+    if let Some(lease) = lease {
+        if lease.is_lost() {
+            return None;
+        }
+        if !lease.renew().await {
+            lease.report_lost(core).await;
+            return Some(lease.policy());
+        }
+    }
+    if let Err(error) = message.in_progress().await {
+        tracing::warn!(%error, seq = message.seq, "could not report progress");
+    }
+    None
+}
+
+/// How running a tool ended.
+pub(super) enum Executed {
+    /// It produced an outcome (possibly after losing its lease, under `Finish`).
+    Done(Outcome),
+    /// It lost its lease under `Cancel` and was cancelled: nothing is recorded.
+    Cancelled,
+}
+
+/// Runs one attempt: pool permit, timeout, panics, post-call guardrails.
+pub(super) async fn execute(
+    core: &Core,
+    entry: &Entry,
+    call: &Call,
+    arguments: Value,
+    carrier: &Message,
+    attempt: u32,
+    lease: Option<&Lease<'_>>,
+) -> Executed {
+    let default_key = || crate::ids::concat(&[call.run.as_str(), "/", call.call_id.as_str()]);
+    let key = match entry.tool.idempotency_key_checked(&arguments, default_key) {
+        Ok(key) => key,
+        Err(error) => {
+            return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
+        }
+    };
+    // The arguments were checked at admission (and, for approvals, before they were
+    // recorded): decode only.
+    // Post-call guardrails see the arguments; keep a copy only when there are some.
+    let post_args = entry
+        .handler
+        .guards
+        .has_post_checks()
+        .then(|| arguments.clone());
+    let prepared = match entry.tool.prepare_checked(arguments) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
+        }
+    };
+    let pool = core.pool(&entry.config.pool);
+    let permit: OwnedSemaphorePermit =
+        match with_progress(core, carrier, lease, None, pool.clone().acquire_owned()).await {
+            None => return Executed::Cancelled,
+            Some(Ok(permit)) => permit,
+            Some(Err(_)) => {
+                return Executed::Done(call.failed(
+                    FailureKind::Error,
+                    "the tool's pool is closed",
+                    attempt,
+                ));
+            }
+        };
+    super::core::Ticket::spend_current();
+    let slot = Arc::new(PermitSlot::new(pool, permit, core.capacity.clone()));
+    let cancel = CancellationToken::new();
+    let ctx = ToolContext::builder()
+        .run_id(call.run.clone())
+        .call_id(call.call_id.clone())
+        .tenant(call.tenant.clone())
+        .tool_name(entry.tool.name())
+        .attempt(attempt)
+        .idempotency_key(key)
+        .meta(call.meta.clone())
+        .cancellation_token(cancel.clone())
+        .engine(core.engine.clone())
+        .permit(slot.clone())
+        .registry_state(&entry.handler.registry.state)
+        .build();
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = %format!("execute_tool {}", entry.tool.name()),
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %entry.tool.name(),
+        gen_ai.tool.call.id = %call.call_id,
+        attempt,
+        fence = attempt,
+        pool = %entry.config.pool,
+        outcome = tracing::field::Empty,
+    );
+    let timeout = entry.config.timeout;
+    let running = tokio::time::timeout(timeout, prepared.run(ctx));
+    let result = with_progress(core, carrier, lease, Some(&cancel), running)
+        .instrument(span.clone())
+        .await;
+    slot.release();
+    let Some(result) = result else {
+        span.record("outcome", "lease_lost");
+        return Executed::Cancelled;
+    };
+    let outcome = match result {
+        Err(_) => {
+            cancel.cancel();
+            call.failed(
+                FailureKind::Timeout,
+                format!(
+                    "the tool did not finish within {:.1} s and was stopped",
+                    timeout.as_secs_f64()
+                ),
+                attempt,
+            )
+        }
+        Ok(Err(CallError::BadArgs(error))) => {
+            call.failed(FailureKind::BadArgs, error.to_string(), attempt)
+        }
+        Ok(Err(CallError::Tool(error))) => {
+            if let Some(detail) = error.detail() {
+                tracing::warn!(parent: &span, detail, "tool error");
+            }
+            call.failed(FailureKind::Error, error.message(), attempt)
+        }
+        Ok(Err(CallError::Panic(message))) => {
+            tracing::error!(parent: &span, panic = %message, "tool panicked");
+            call.failed(
+                FailureKind::Panic,
+                format!("the tool crashed: {message}"),
+                attempt,
+            )
+        }
+        Ok(Ok(value)) if crate::args::json_len(&value) > entry.handler.max_result_bytes => {
+            let (len, limit) = (
+                crate::args::json_len(&value),
+                entry.handler.max_result_bytes,
+            );
+            call.failed(
+                FailureKind::Error,
+                format!("the result is {len} bytes; the limit is {limit} bytes. Ask for less data"),
+                attempt,
+            )
+        }
+        Ok(Ok(value)) => {
+            let checked = match &post_args {
+                Some(arguments) => entry
+                    .handler
+                    .guards
+                    .check_after(&call.policy(arguments), value),
+                None => Ok(value),
+            };
+            match checked {
+                Ok(result) => Outcome::Completed(ToolCompleted {
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    result,
+                    attempt,
+                }),
+                Err(reason) => call.failed(FailureKind::Policy, reason, attempt),
+            }
+        }
+    };
+    span.record("outcome", outcome.label());
+    Executed::Done(outcome)
+}
