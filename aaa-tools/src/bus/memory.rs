@@ -90,25 +90,50 @@ fn literal_prefix_of(filter: &str) -> Option<&str> {
 /// of token by token, and every publish is checked against every filter.
 struct Filters {
     all: Vec<String>,
-    literal: Vec<bool>,
+    /// Per filter: how it is matched quickly.
+    shape: Vec<Shape>,
+}
+
+/// How a filter is matched: most subjects a consumer sees are not its own, and most
+/// filters end in a literal token (`aaa.*.*.tool.requested`), which tells them apart
+/// without walking every token.
+enum Shape {
+    /// No wildcard: equal or not.
+    Literal,
+    /// Wildcards, and a literal last token (with its dot): a subject that does not
+    /// end with it cannot match.
+    Tail(String),
+    /// Wildcards up to the end.
+    Open,
 }
 
 impl Filters {
     fn new(all: Vec<String>) -> Self {
-        let literal = all.iter().map(|f| is_literal(f)).collect();
-        Filters { all, literal }
+        let shape = all
+            .iter()
+            .map(|f| {
+                if is_literal(f) {
+                    return Shape::Literal;
+                }
+                match f.rfind('.').map(|dot| &f[dot..]) {
+                    Some(tail) if tail != ".*" && tail != ".>" => Shape::Tail(tail.to_owned()),
+                    _ => Shape::Open,
+                }
+            })
+            .collect();
+        Filters { all, shape }
     }
 
     fn matches(&self, subject: &str) -> bool {
         self.all
             .iter()
-            .zip(&self.literal)
-            .any(|(filter, &literal)| {
-                if literal {
-                    filter == subject
-                } else {
-                    subject_matches(filter, subject)
+            .zip(&self.shape)
+            .any(|(filter, shape)| match shape {
+                Shape::Literal => filter == subject,
+                Shape::Tail(tail) => {
+                    subject.ends_with(tail.as_str()) && subject_matches(filter, subject)
                 }
+                Shape::Open => subject_matches(filter, subject),
             })
     }
 }
@@ -748,6 +773,42 @@ mod tests {
         assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"late");
         assert_eq!(prefix_of("aaa.t.r.tool.x"), Some("aaa.t.r"));
         assert_eq!(literal_prefix_of("aaa.*.r.>"), None);
+    }
+
+    /// The quick shapes of a filter never change what it matches.
+    #[test]
+    fn filters_match_as_the_subject_rules_say() {
+        let filters = [
+            "aaa.*.*.tool.requested",
+            "aaa.t.r.tool.completed",
+            "aaa.*.*.approval.*",
+            "aaa.t.>",
+            "*.b",
+            "a.*.x",
+        ];
+        let subjects = [
+            "aaa.t.r.tool.requested",
+            "aaa.t.r.tool.completed",
+            "aaa.t.r.approval.granted",
+            "aaa.t.r.xrequested",
+            "aaa.t.requested",
+            "a.b",
+            "b",
+            "a.b.x",
+            "a.b.yx",
+            "a.bx",
+            "aaa.t",
+        ];
+        for filter in filters {
+            let quick = Filters::new(vec![filter.to_owned()]);
+            for subject in subjects {
+                assert_eq!(
+                    quick.matches(subject),
+                    subject_matches(filter, subject),
+                    "{filter} {subject}"
+                );
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]
