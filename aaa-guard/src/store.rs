@@ -157,7 +157,11 @@ pub struct MemoryStore {
 #[derive(Default)]
 struct MemoryInner {
     records: HashMap<Arc<str>, Entry, foldhash::fast::RandomState>,
-    groups: HashMap<String, HashSet<Arc<str>, foldhash::fast::RandomState>>,
+    groups: HashMap<
+        String,
+        HashSet<Arc<str>, foldhash::fast::RandomState>,
+        foldhash::fast::RandomState,
+    >,
     last_revision: Revision,
 }
 

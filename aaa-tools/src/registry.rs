@@ -33,7 +33,7 @@ use crate::tool::Tool;
 #[derive(Clone)]
 pub struct ToolRegistry {
     tools: Arc<Vec<Tool>>,
-    by_name: Arc<HashMap<String, usize>>,
+    by_name: Arc<HashMap<String, usize, foldhash::fast::RandomState>>,
     pub(crate) state: StateMap,
     max_args_bytes: usize,
 }
@@ -270,7 +270,10 @@ impl ToolRegistryBuilder {
 
     /// Checks names, state and descriptions, and builds the registry.
     pub fn build(self) -> Result<ToolRegistry, DefinitionError> {
-        let mut by_name = HashMap::with_capacity(self.tools.len());
+        let mut by_name = HashMap::with_capacity_and_hasher(
+            self.tools.len(),
+            foldhash::fast::RandomState::default(),
+        );
         for (position, tool) in self.tools.iter().enumerate() {
             if let Some(&first) = by_name.get(tool.name()) {
                 return Err(DefinitionError::DuplicateName {

@@ -495,6 +495,17 @@ impl Bus for MemoryBus {
         )))
     }
 
+    /// Stores at once, as [`publish`](Bus::publish) does (nothing to wait for, and an
+    /// error is known at once).
+    fn emit<'a>(
+        &'a self,
+        subject: &'a str,
+        payload: Vec<u8>,
+        msg_id: Option<&'a str>,
+    ) -> BusFuture<'a, ()> {
+        self.publish(subject, payload, msg_id)
+    }
+
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         Box::pin(async move {
             if spec.durable.is_empty() || spec.filters.is_empty() {

@@ -26,9 +26,9 @@ pub(super) struct Core {
     pub(super) engine: Engine,
     /// This worker's id in guard records and facts.
     pub(super) worker: String,
-    pub(super) tools: RwLock<HashMap<String, Arc<Entry>>>,
+    pub(super) tools: RwLock<HashMap<String, Arc<Entry>, foldhash::fast::RandomState>>,
     pub(super) order: RwLock<Vec<String>>,
-    pools: Mutex<HashMap<String, Arc<Semaphore>>>,
+    pools: Mutex<HashMap<String, Arc<Semaphore>, foldhash::fast::RandomState>>,
     pub(super) stop: CancellationToken,
     /// Told when pool capacity frees up (a permit given back, a queued call gone).
     pub(super) capacity: Arc<Notify>,
@@ -46,9 +46,9 @@ impl Core {
             engine: engine.clone(),
             worker: engine.worker_id().to_owned(),
             origin: tokio::time::Instant::now(),
-            tools: RwLock::new(HashMap::new()),
+            tools: RwLock::new(HashMap::default()),
             order: RwLock::new(Vec::new()),
-            pools: Mutex::new(HashMap::new()),
+            pools: Mutex::new(HashMap::default()),
             stop: CancellationToken::new(),
             capacity: Arc::new(Notify::new()),
             queued: AtomicUsize::new(0),
