@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
-use super::lease::{superseded, write_record};
+use super::lease::{commit_base, superseded, write_record};
 use super::records::read;
 use crate::bus::BusError;
 use crate::event::{TOOL_COMPLETED, TOOL_FAILED, subject};
@@ -53,16 +53,9 @@ pub(super) async fn commit(
     event.id = call::outcome_id(call);
     let subject = event.bus_subject();
     loop {
-        let (current, revision) = match known.take() {
-            Some(known) => known,
-            None => match read::<CallRecord>(store, key).await {
-                Ok(Some(found)) => found,
-                Ok(None) => return Disposition::Nak,
-                Err(error) => {
-                    tracing::warn!(%error, key, "could not read the record to commit; the call will be delivered again");
-                    return Disposition::Nak;
-                }
-            },
+        let (current, revision) = match commit_base(store, key, known.take()).await {
+            Ok(base) => base,
+            Err(disposition) => return disposition,
         };
         if !current.is_held_by(attempt) {
             return superseded(core, call, attempt, &current, unreported).await;
@@ -136,23 +129,31 @@ pub(super) async fn logged_outcome(
     }))
 }
 
-/// After fencing a call's last attempt out (the record is now `record` at `revision`):
-/// whether that attempt's outcome was already in the log, in which case the call is
-/// recorded finished with it. `Err`: the log could not be read (try again later).
-pub(super) async fn finished_before(
+/// Under a fence, after this worker's compare-and-set fenced the call's last attempt
+/// out (the record is now `record` at `revision`), or before it republishes a recorded
+/// outcome: `Some(Ack)` when an outcome is already in the log (the call is recorded
+/// finished with it), `Some(Nak)` when the log cannot be read, `None` when there is no
+/// such outcome, or no fence.
+pub(super) async fn settled_before(
     store: &dyn GuardStore,
-    fence: &dyn FencedLog,
     call: &Call,
     key: &str,
     record: &CallRecord,
     revision: Revision,
-) -> Result<bool, StoreError> {
-    let Some(outcome) = logged_outcome(fence, call).await? else {
-        return Ok(false);
-    };
-    // Losing this write changes nothing: the outcome is in the log, and a later
-    // delivery finds it again.
-    let finished = record.finished(outcome).marked_published();
-    let _ = write_record(store, key, &finished, Some(revision)).await;
-    Ok(true)
+) -> Option<Disposition> {
+    let fence = store.fence()?;
+    match logged_outcome(fence, call).await {
+        Ok(None) => None,
+        Ok(Some(outcome)) => {
+            // Losing this write changes nothing: the outcome is in the log, and a later
+            // delivery finds it again.
+            let finished = record.finished(outcome).marked_published();
+            let _ = write_record(store, key, &finished, Some(revision)).await;
+            Some(Disposition::Ack)
+        }
+        Err(error) => {
+            tracing::warn!(%error, key, "could not look for the call's outcome; the call will be delivered again");
+            Some(Disposition::Nak)
+        }
+    }
 }

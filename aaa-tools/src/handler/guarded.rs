@@ -48,7 +48,7 @@ use super::attempt::{self, Executed};
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
 use super::fenced;
-use super::lease::{Lease, guard_key, superseded, write_record};
+use super::lease::{Lease, commit_base, guard_key, superseded, write_record};
 use super::records::read;
 use crate::bus::Message;
 use crate::event::{ATTEMPT_STARTED, AttemptFact, FailureKind, TAKEN_OVER};
@@ -243,7 +243,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         if let Some(settled) =
-                            settled_before(store, call, key, &record, revision).await
+                            Box::pin(fenced::settled_before(store, call, key, &record, revision))
+                                .await
                         {
                             return Claimed::Settled(settled);
                         }
@@ -291,7 +292,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         if let Some(settled) =
-                            settled_before(store, call, key, &record, revision).await
+                            Box::pin(fenced::settled_before(store, call, key, &record, revision))
+                                .await
                         {
                             return Claimed::Settled(settled);
                         }
@@ -312,7 +314,9 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 if !republish {
                     return Claimed::Settled(Disposition::Ack);
                 }
-                if let Some(settled) = settled_before(store, call, key, &record, revision).await {
+                if let Some(settled) =
+                    Box::pin(fenced::settled_before(store, call, key, &record, revision)).await
+                {
                     return Claimed::Settled(settled);
                 }
                 return Claimed::Settled(
@@ -322,32 +326,6 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     .await,
                 );
             }
-        }
-    }
-}
-
-/// Under a fence, after this worker's compare-and-set fenced the call's last attempt
-/// out (the record is now `record` at `revision`), or before it republishes a recorded
-/// outcome: `Some` when an outcome is already in the log (the call is finished with it:
-/// `Ack`) or the log cannot be read (`Nak`), `None` when there is none, or no fence.
-async fn settled_before(
-    store: &dyn GuardStore,
-    call: &Call,
-    key: &str,
-    record: &CallRecord,
-    revision: Revision,
-) -> Option<Disposition> {
-    let fence = store.fence()?;
-    match Box::pin(fenced::finished_before(
-        store, fence, call, key, record, revision,
-    ))
-    .await
-    {
-        Ok(true) => Some(Disposition::Ack),
-        Ok(false) => None,
-        Err(error) => {
-            tracing::warn!(%error, key, "could not look for the call's outcome; the call will be delivered again");
-            Some(Disposition::Nak)
         }
     }
 }
@@ -408,17 +386,9 @@ async fn commit(
     let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
     let mut recorded = Some(recorded);
     loop {
-        let found = match known.take() {
-            Some(known) => Ok(Some(known)),
-            None => read::<CallRecord>(store, key).await,
-        };
-        let (current, revision) = match found {
-            Ok(Some(found)) => found,
-            Ok(None) => return Disposition::Nak,
-            Err(error) => {
-                tracing::warn!(%error, key, "could not read the record to commit; the call will be delivered again");
-                return Disposition::Nak;
-            }
+        let (current, revision) = match commit_base(store, key, known.take()).await {
+            Ok(base) => base,
+            Err(disposition) => return disposition,
         };
         if !current.accepts_result_of(attempt, fence) {
             if !fence {

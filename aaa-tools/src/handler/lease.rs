@@ -48,6 +48,27 @@ pub(crate) async fn write_record(
     }
 }
 
+/// The record a commit starts from: `known` (the lease's last write) when there is
+/// one, else the store's. `Err(Nak)` when there is none or it cannot be read: the call
+/// is left to a later delivery.
+pub(super) async fn commit_base(
+    store: &dyn GuardStore,
+    key: &str,
+    known: Option<(CallRecord, Revision)>,
+) -> Result<(CallRecord, Revision), Disposition> {
+    if let Some(known) = known {
+        return Ok(known);
+    }
+    match read::<CallRecord>(store, key).await {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(Disposition::Nak),
+        Err(error) => {
+            tracing::warn!(%error, key, "could not read the record to commit; the call will be delivered again");
+            Err(Disposition::Nak)
+        }
+    }
+}
+
 /// The lease an attempt holds while it runs.
 pub(super) struct Lease<'a> {
     pub(super) key: &'a str,

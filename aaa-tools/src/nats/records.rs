@@ -21,6 +21,8 @@
 //! `max_age` (the KV bucket kept only the last): a call writes its record when it starts,
 //! once per heartbeat while it runs and when it ends.
 
+use std::ops::ControlFlow;
+
 use aaa_guard::{Appended, Entry, FencedLog, Revision, StoreError, StoreFuture};
 use async_nats::HeaderMap;
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
@@ -42,8 +44,43 @@ pub(super) fn on_stream(key: &str) -> bool {
     key.starts_with(KEY_PREFIX)
 }
 
+/// Whether some key starting with `prefix` may be kept on the facts stream.
+pub(super) fn reaches_stream(prefix: &str) -> bool {
+    on_stream(prefix) || KEY_PREFIX.starts_with(prefix)
+}
+
 fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
+}
+
+/// `key` was not at revision `expected`.
+fn conflict(key: &str, expected: Revision) -> StoreError {
+    StoreError::Conflict {
+        key: key.to_owned(),
+        expected,
+        found: None,
+    }
+}
+
+/// Reads an ordered consumer's `messages` to the last one stored when it was created
+/// (the caller skips this when it had none pending), handing each to `visit` until it
+/// breaks.
+pub(super) async fn read_to_end<S, E>(
+    mut messages: S,
+    mut visit: impl FnMut(jetstream::Message) -> ControlFlow<()>,
+) -> Result<(), StoreError>
+where
+    S: futures::Stream<Item = Result<jetstream::Message, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    while let Some(message) = messages.next().await {
+        let message = message.map_err(unavailable)?;
+        let pending = message.info().map_err(unavailable)?.pending;
+        if visit(message).is_break() || pending == 0 {
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// The call records on the facts stream.
@@ -119,11 +156,7 @@ impl StreamRecords {
             Err(_) if expected == 0 => Err(StoreError::Exists {
                 key: key.to_owned(),
             }),
-            Err(_) => Err(StoreError::Conflict {
-                key: key.to_owned(),
-                expected,
-                found: None,
-            }),
+            Err(_) => Err(conflict(key, expected)),
         }
     }
 
@@ -139,11 +172,7 @@ impl StreamRecords {
     ) -> Result<Revision, StoreError> {
         if expected == 0 {
             // 0 means "absent" to the server: no record is ever at revision 0.
-            return Err(StoreError::Conflict {
-                key: key.to_owned(),
-                expected,
-                found: None,
-            });
+            return Err(conflict(key, expected));
         }
         self.write(key, value, expected).await
     }
@@ -192,11 +221,7 @@ impl FencedLog for StreamRecords {
                 StoreError::Unavailable(format!("cannot publish at {subject:?}: {why}"))
             })?;
             if !on_stream(key) || revision == 0 {
-                return Err(StoreError::Conflict {
-                    key: key.to_owned(),
-                    expected: revision,
-                    found: None,
-                });
+                return Err(conflict(key, revision));
             }
             let record = Self::subject(key);
             match self
@@ -212,11 +237,7 @@ impl FencedLog for StreamRecords {
                 Ok((_, false)) => Ok(Appended::Stored),
                 Ok((_, true)) => Ok(Appended::Duplicate),
                 Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
-                    Err(StoreError::Conflict {
-                        key: key.to_owned(),
-                        expected: revision,
-                        found: None,
-                    })
+                    Err(conflict(key, revision))
                 }
                 Err(error) => Err(unavailable(error)),
             }
@@ -246,21 +267,21 @@ impl FencedLog for StreamRecords {
             if consumer.cached_info().num_pending == 0 {
                 return Ok(None);
             }
-            let mut messages = consumer.messages().await.map_err(unavailable)?;
-            while let Some(message) = messages.next().await {
-                let message = message.map_err(unavailable)?;
+            let messages = consumer.messages().await.map_err(unavailable)?;
+            let mut found = None;
+            read_to_end(messages, |message| {
                 let id = message
                     .headers
                     .as_ref()
                     .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID));
                 if id.is_some_and(|id| id.as_str() == msg_id) {
-                    return Ok(Some(message.payload.to_vec()));
+                    found = Some(message.payload.to_vec());
+                    return ControlFlow::Break(());
                 }
-                if message.info().map_err(unavailable)?.pending == 0 {
-                    break;
-                }
-            }
-            Ok(None)
+                ControlFlow::Continue(())
+            })
+            .await?;
+            Ok(found)
         })
     }
 }

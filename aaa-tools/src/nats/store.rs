@@ -1,6 +1,7 @@
 //! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket, with call records on the
 //! facts stream (see [`records`](super::records)).
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use aaa_guard::{Entry, FencedLog, GuardStore, Revision, StoreError, StoreFuture, check_key};
@@ -8,7 +9,6 @@ use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
 use async_nats::jetstream::stream::{self, DiscardPolicy};
 use async_nats::jetstream::{self};
-use futures::StreamExt;
 
 use super::bus::storage_type;
 use super::records::{self, StreamRecords};
@@ -225,7 +225,7 @@ impl GuardStore for NatsStore {
             // A key is on the stream or in the bucket by its first token: a prefix
             // reaches either place or both.
             let mut keys = Vec::new();
-            if records::on_stream(prefix) || "guard.".starts_with(prefix) {
+            if records::reaches_stream(prefix) {
                 let stream = self.records.stream();
                 keys = last_written(&self.client, stream, records::SUBJECT_PREFIX, prefix).await?;
             }
@@ -297,10 +297,8 @@ async fn last_written(
     if consumer.cached_info().num_pending == 0 {
         return Ok(keys);
     }
-    let mut messages = consumer.messages().await.map_err(unavailable)?;
-    while let Some(message) = messages.next().await {
-        let message = message.map_err(unavailable)?;
-        let pending = message.info().map_err(unavailable)?.pending;
+    let messages = consumer.messages().await.map_err(unavailable)?;
+    records::read_to_end(messages, |message| {
         let deleted = message.headers.as_ref().is_some_and(|h| {
             h.get("KV-Operation")
                 .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
@@ -311,9 +309,8 @@ async fn last_written(
         {
             keys.push(key.to_owned());
         }
-        if pending == 0 {
-            break;
-        }
-    }
+        ControlFlow::Continue(())
+    })
+    .await?;
     Ok(keys)
 }
