@@ -71,7 +71,8 @@ pub struct Engine {
 pub(crate) struct EngineInner {
     pub(crate) bus: Arc<dyn Bus>,
     pub(crate) store: Arc<dyn GuardStore>,
-    pub(crate) source: String,
+    /// Shared by every event this engine drafts.
+    pub(crate) source: Arc<str>,
     /// The engine's tool executor while one is attached. Typed as `Any` so the engine
     /// does not depend on the handler that defines it (the handler downcasts).
     pub(crate) executor: Mutex<Weak<dyn std::any::Any + Send + Sync>>,
@@ -109,7 +110,7 @@ impl Engine {
             inner: Arc::new(EngineInner {
                 bus,
                 store,
-                source: format!("aaa-tools/engine/{}", &id[..12]),
+                source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
                 executor: Mutex::new(Weak::<()>::new()),
             }),
         }
@@ -165,8 +166,17 @@ impl Engine {
     pub async fn publish(&self, event: &Event) -> Result<(), BusError> {
         self.inner
             .bus
-            .publish(&event.bus_subject(), event.to_bytes(), Some(&event.id))
+            .publish(
+                &event.bus_subject(),
+                event.to_bytes().into(),
+                Some(&event.id),
+            )
             .await
+    }
+
+    /// The CloudEvents `source`, shared (for drafting events).
+    pub(crate) fn shared_source(&self) -> &Arc<str> {
+        &self.inner.source
     }
 
     pub(crate) fn event(
@@ -298,10 +308,10 @@ impl Outcome {
     /// The outcome a stored fact carries, if it is one (by its subject, then its type).
     fn from_stored(stored: &Stored) -> Option<Outcome> {
         let parsed = if stored.subject.ends_with(".tool.completed") {
-            Parsed::<ToolCompleted>::from_bytes(&stored.payload)
+            Parsed::<ToolCompleted>::from_payload(&stored.payload)
                 .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
         } else if stored.subject.ends_with(".tool.failed") {
-            Parsed::<ToolFailed>::from_bytes(&stored.payload)
+            Parsed::<ToolFailed>::from_payload(&stored.payload)
                 .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data)))
         } else {
             return None;
@@ -392,18 +402,20 @@ impl RunHandle {
         let engine = &self.inner.engine;
         let event = Draft::new(
             TOOL_REQUESTED,
-            engine.source(),
+            engine.shared_source(),
             &self.inner.tenant,
             &self.inner.run,
             Some(&call_id),
-            &data,
+            data,
         );
+        // Carried unwritten: an executor in this process reads the request as it is.
+        let (subject, id) = (event.bus_subject(), event.id.clone());
         engine
             .inner
             .bus
-            .publish(&event.bus_subject(), event.to_bytes(), Some(&event.id))
+            .publish(&subject, event.into_payload(), Some(&id))
             .await?;
-        Ok(data.call_id)
+        Ok(call_id)
     }
 
     /// Requests a call and waits for its outcome.

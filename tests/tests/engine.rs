@@ -726,7 +726,7 @@ async fn unreadable_requests_are_answered_or_dropped_never_fatal() {
     // Not JSON at all: dropped (nothing to answer).
     w.engine
         .bus()
-        .publish(&subject, b"\xff not json".to_vec(), None)
+        .publish(&subject, b"\xff not json".to_vec().into(), None)
         .await
         .unwrap();
     // An event whose data does not parse but whose call can be identified: answered.
@@ -741,7 +741,7 @@ async fn unreadable_requests_are_answered_or_dropped_never_fatal() {
     broken.data["call_id"] = json!("call_x");
     w.engine
         .bus()
-        .publish(&subject, broken.to_bytes(), None)
+        .publish(&subject, broken.to_bytes().into(), None)
         .await
         .unwrap();
     let outcome = run.outcome(&CallId::new("call_x").unwrap()).await.unwrap();
@@ -753,6 +753,51 @@ async fn unreadable_requests_are_answered_or_dropped_never_fatal() {
             .unwrap()
             .result(),
         Some(&json!(7))
+    );
+}
+
+/// On the embedded bus the engine's own events travel unwritten: the executor reads
+/// the request and the run's watcher reads the outcome as values, and nothing writes
+/// JSON. Whoever reads the log's bytes later gets the wire format, the same event.
+#[tokio::test(flavor = "multi_thread")]
+async fn in_process_events_travel_unwritten_and_read_back_as_the_wire_format() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let done = run.call("add", json!({"a": 2, "b": 3})).await.unwrap();
+    let refused = run.call("add", json!({"a": "two"})).await.unwrap();
+    assert_eq!(done.result(), Some(&json!(5)));
+    assert_eq!(failure(&refused).0, FailureKind::BadArgs);
+
+    let filter = event::run_filter(run.tenant(), run.run_id());
+    let mut log = w.engine.bus().replay(&filter).await.unwrap();
+    let mut kinds = Vec::new();
+    // Two requests, an attempt started, a completion, a failure.
+    while kinds.len() < 5 {
+        let stored = log.next().await.unwrap().unwrap();
+        assert!(
+            !stored.payload.is_written(),
+            "{} was written to bytes on its way",
+            stored.subject
+        );
+        let event = Event::from_bytes(&stored.payload).expect("a valid event");
+        assert!(stored.payload.is_written());
+        assert_eq!(event.bus_subject(), stored.subject);
+        kinds.push(event.kind.clone());
+        if event.kind == event::TOOL_COMPLETED {
+            let data: event::ToolCompleted = event.into_data().unwrap();
+            assert_eq!((&data.call_id, &data.result), (done.call_id(), &json!(5)));
+        }
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "aaa.guard.attempt_started",
+            "aaa.tool.completed",
+            "aaa.tool.failed",
+            "aaa.tool.requested",
+            "aaa.tool.requested"
+        ]
     );
 }
 

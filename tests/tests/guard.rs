@@ -302,7 +302,7 @@ async fn a_duplicate_delivery_of_a_finished_call_does_not_run_it_again() {
     let request = facts_of(&run, event::TOOL_REQUESTED, 1).await.remove(0);
     system
         .bus
-        .publish(&request.bus_subject(), request.to_bytes(), None)
+        .publish(&request.bus_subject(), request.to_bytes().into(), None)
         .await
         .unwrap();
     // A later call in the run completes after the duplicate was handled (one consumer, in order).
@@ -327,7 +327,7 @@ async fn without_the_guard_a_duplicate_runs_twice() {
     let request = facts_of(&run, event::TOOL_REQUESTED, 1).await.remove(0);
     system
         .bus
-        .publish(&request.bus_subject(), request.to_bytes(), None)
+        .publish(&request.bus_subject(), request.to_bytes().into(), None)
         .await
         .unwrap();
     run.call("count", json!({})).await.unwrap();

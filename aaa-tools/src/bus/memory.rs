@@ -10,8 +10,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{
-    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Stored, Subscription,
-    subject_matches,
+    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
+    Subscription, subject_matches,
 };
 
 /// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
@@ -27,7 +27,10 @@ use super::{
 /// a call a task switch, often onto another thread.
 ///
 /// The log lives in memory for the life of the bus: this is the embedded default for a
-/// single process and for tests, not a store that outlives the process.
+/// single process and for tests, not a store that outlives the process. It holds each
+/// [`Payload`] as published: a deferred one (the engine's own events) is written to
+/// bytes only if something reads them, and every consumer in the process that knows
+/// its type reads the value instead.
 #[derive(Clone)]
 pub struct MemoryBus {
     shared: Arc<Shared>,
@@ -232,7 +235,7 @@ impl MemoryBus {
     fn append(
         &self,
         subject: &str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&str>,
     ) -> Result<(), BusError> {
         if let Err(why) = super::check_subject(subject, false) {
@@ -273,7 +276,7 @@ impl MemoryBus {
         state.log.push(Stored {
             seq,
             subject: subject.to_owned(),
-            payload: payload.into(),
+            payload,
         });
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
@@ -475,7 +478,7 @@ impl Bus for MemoryBus {
     fn publish<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         let stored = self.append(subject, payload, msg_id);
@@ -486,7 +489,7 @@ impl Bus for MemoryBus {
     fn send<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         let stored = self.append(subject, payload, msg_id);
@@ -500,7 +503,7 @@ impl Bus for MemoryBus {
     fn emit<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         self.publish(subject, payload, msg_id)
@@ -646,7 +649,7 @@ mod tests {
     use futures::StreamExt;
 
     async fn publish(bus: &MemoryBus, subject: &str, body: &str) {
-        bus.publish(subject, body.as_bytes().to_vec(), None)
+        bus.publish(subject, body.as_bytes().to_vec().into(), None)
             .await
             .unwrap();
     }
@@ -654,10 +657,10 @@ mod tests {
     #[tokio::test]
     async fn emitted_messages_are_stored_and_deduplicated() {
         let bus = MemoryBus::new();
-        bus.emit("aaa.t.r.x", b"1".to_vec(), Some("one"))
+        bus.emit("aaa.t.r.x", b"1".to_vec().into(), Some("one"))
             .await
             .unwrap();
-        bus.emit("aaa.t.r.x", b"again".to_vec(), Some("one"))
+        bus.emit("aaa.t.r.x", b"again".to_vec().into(), Some("one"))
             .await
             .unwrap();
         publish(&bus, "aaa.t.r.x", "2").await;
@@ -668,7 +671,10 @@ mod tests {
             (&first.payload[..], &second.payload[..]),
             (&b"1"[..], &b"2"[..])
         );
-        let error = bus.emit("aaa.t.*", Vec::new(), None).await.unwrap_err();
+        let error = bus
+            .emit("aaa.t.*", Vec::new().into(), None)
+            .await
+            .unwrap_err();
         assert!(matches!(error, BusError::Invalid { .. }), "{error}");
     }
 
@@ -753,13 +759,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn publishes_dedupe_by_id_within_the_window() {
         let bus = MemoryBus::new();
-        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
-        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
         assert_eq!(bus.len(), 1);
         tokio::time::sleep(Duration::from_secs(121)).await;
-        bus.publish("q", b"1".to_vec(), Some("id-1")).await.unwrap();
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
         assert_eq!(bus.len(), 2);
-        assert!(bus.publish("q.*", vec![], None).await.is_err());
+        assert!(bus.publish("q.*", Vec::new().into(), None).await.is_err());
     }
 
     #[tokio::test(start_paused = true)]

@@ -19,22 +19,24 @@
 //! Implementations: [`MemoryBus`] (the embedded default, in process) and the JetStream
 //! bus (feature `nats`, when built).
 //!
-//! Delivered and replayed bytes are [`Bytes`] (crate `bytes`, the buffer type tokio and
-//! async-nats use): a message handed to a consumer or a replay shares the buffer its
-//! log holds instead of copying it, and a NATS message's buffer passes through as it
-//! arrived.
+//! What a message holds is a [`Payload`]: bytes ([`Bytes`](bytes::Bytes), crate `bytes`, the buffer
+//! type tokio and async-nats use, so a delivery shares the buffer its log holds and a
+//! NATS message's buffer passes through as it arrived), or, on the embedded bus, the
+//! value those bytes are written from, written only if somebody reads them (see
+//! [`Payload`]).
 
 mod memory;
+mod payload;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::stream::BoxStream;
 
 pub use memory::MemoryBus;
+pub use payload::{Encode, Payload};
 
 /// A boxed future of a bus operation (keeps the traits object safe).
 pub type BusFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BusError>> + Send + 'a>>;
@@ -76,8 +78,8 @@ pub struct Stored {
     pub seq: u64,
     /// Its subject.
     pub subject: String,
-    /// Its bytes, shared with the log that holds them (cloning is a reference count).
-    pub payload: Bytes,
+    /// Its content, shared with the log that holds it (cloning is a reference count).
+    pub payload: Payload,
 }
 
 /// What a durable consumer delivers.
@@ -139,8 +141,8 @@ pub trait Acker: Send + Sync {
 pub struct Message {
     /// Its subject.
     pub subject: String,
-    /// Its bytes, shared with the log that holds them.
-    pub payload: Bytes,
+    /// Its content, shared with the log that holds it.
+    pub payload: Payload,
     /// Its position in the log (what acks refer to).
     pub seq: u64,
     /// 1 on the first delivery, 2 on the next, ...
@@ -152,7 +154,7 @@ impl Message {
     /// A message settled through `acker` (for bus implementations).
     pub fn new(
         subject: String,
-        payload: Bytes,
+        payload: Payload,
         seq: u64,
         delivery_count: u32,
         acker: Arc<dyn Acker>,
@@ -193,7 +195,11 @@ impl std::fmt::Debug for Message {
             .field("subject", &self.subject)
             .field("seq", &self.seq)
             .field("delivery_count", &self.delivery_count)
-            .field("bytes", &self.payload.len())
+            // A deferred payload is not written just to be shown.
+            .field(
+                "bytes",
+                &self.payload.is_written().then(|| self.payload.len()),
+            )
             .finish()
     }
 }
@@ -220,7 +226,7 @@ pub trait Bus: Send + Sync + 'static {
     fn publish<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()>;
 
@@ -231,7 +237,7 @@ pub trait Bus: Send + Sync + 'static {
     fn send<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         Box::pin(async move {
@@ -250,7 +256,7 @@ pub trait Bus: Send + Sync + 'static {
     fn emit<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         Box::pin(async move {
@@ -363,7 +369,7 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     fn publish<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         (**self).publish(subject, payload, msg_id)
@@ -371,7 +377,7 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     fn send<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         (**self).send(subject, payload, msg_id)
@@ -379,7 +385,7 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     fn emit<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         (**self).emit(subject, payload, msg_id)
@@ -559,7 +565,7 @@ mod tests {
             fn publish<'a>(
                 &'a self,
                 s: &'a str,
-                p: Vec<u8>,
+                p: Payload,
                 id: Option<&'a str>,
             ) -> BusFuture<'a, ()> {
                 self.0.publish(s, p, id)
@@ -567,7 +573,7 @@ mod tests {
             fn send<'a>(
                 &'a self,
                 s: &'a str,
-                p: Vec<u8>,
+                p: Payload,
                 id: Option<&'a str>,
             ) -> BusFuture<'a, Confirmation> {
                 self.0.send(s, p, id)
@@ -575,7 +581,7 @@ mod tests {
             fn emit<'a>(
                 &'a self,
                 s: &'a str,
-                p: Vec<u8>,
+                p: Payload,
                 id: Option<&'a str>,
             ) -> BusFuture<'a, ()> {
                 self.1.fetch_add(1, Ordering::SeqCst);
@@ -597,7 +603,7 @@ mod tests {
         let counting = Arc::new(Counting(crate::bus::MemoryBus::new(), AtomicUsize::new(0)));
         let bus: Arc<dyn Bus> = counting.clone();
         // `Arc<dyn Bus>` is itself a `Bus`: this goes through that impl.
-        let emitted = Bus::emit(&bus, "aaa.t.r.x", b"{}".to_vec(), None);
+        let emitted = Bus::emit(&bus, "aaa.t.r.x", b"{}".to_vec().into(), None);
         assert!(matches!(
             futures::FutureExt::now_or_never(emitted),
             Some(Ok(()))

@@ -3,18 +3,21 @@
 //! the format of [`Event`] (the tests compare them byte for byte); the engine uses them
 //! on every call, [`Event`] stays the public, general form.
 
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
 use super::{Event, EventError, fast_uuid, subject};
+use crate::bus::{Encode, Payload};
 use crate::ids::{CallId, RunId, TenantId};
 
 /// An event whose `data` was decoded as `T` while it was parsed.
 #[derive(Debug)]
 pub(crate) struct Parsed<T> {
     /// The event type.
-    pub(crate) kind: String,
+    pub(crate) kind: Cow<'static, str>,
     /// The tenant.
     pub(crate) tenant: TenantId,
     /// The run.
@@ -51,7 +54,7 @@ impl<T: serde::de::DeserializeOwned> Parsed<T> {
             && wire.specversion == "1.0"
         {
             return Ok(Parsed {
-                kind: wire.kind,
+                kind: Cow::Owned(wire.kind),
                 tenant: wire.aaatenant,
                 run: wire.aaarunid,
                 data: wire.data,
@@ -64,7 +67,7 @@ impl<T: serde::de::DeserializeOwned> Parsed<T> {
             event.aaarunid.clone(),
         );
         Ok(Parsed {
-            kind,
+            kind: Cow::Owned(kind),
             tenant,
             run,
             data: event.into_data()?,
@@ -72,57 +75,81 @@ impl<T: serde::de::DeserializeOwned> Parsed<T> {
     }
 }
 
-/// An event to send, borrowing what it can: serialized straight to bytes, in the same
-/// form as [`Event`] (no intermediate JSON value for `data`).
+impl<T: serde::de::DeserializeOwned + Clone + 'static> Parsed<T> {
+    /// Reads an event from a payload: the [`Draft`] it carries unwritten, when it
+    /// carries one of this data type (nothing to parse, nothing to check: the engine
+    /// made it), else its bytes, as [`from_bytes`](Self::from_bytes) does.
+    pub(crate) fn from_payload(payload: &Payload) -> Result<Parsed<T>, EventError> {
+        match payload.value::<Draft<T>>() {
+            Some(draft) => Ok(Parsed {
+                kind: draft.kind.clone(),
+                tenant: draft.aaatenant.clone(),
+                run: draft.aaarunid.clone(),
+                data: draft.data.clone(),
+            }),
+            None => Self::from_bytes(payload),
+        }
+    }
+}
+
+/// An event to send, owning what it says (ids and the source are shared, not copied):
+/// written straight to bytes in the same form as [`Event`] (no intermediate JSON value
+/// for `data`), or carried unwritten in a [`Payload`] ([`Draft::into_payload`]) for a
+/// consumer in the same process to read back with [`Parsed::from_payload`].
 #[derive(Serialize)]
-pub(crate) struct Draft<'a, T> {
+pub(crate) struct Draft<T> {
     specversion: &'static str,
     /// The event id (the bus de-duplicates by it).
     pub(crate) id: String,
-    source: &'a str,
+    #[serde(serialize_with = "shared_str")]
+    source: Arc<str>,
     #[serde(rename = "type")]
-    kind: &'a str,
+    kind: Cow<'static, str>,
     time: String,
     datacontenttype: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    subject: Option<&'a str>,
-    aaarunid: &'a RunId,
-    aaatenant: &'a TenantId,
+    subject: Option<CallId>,
+    aaarunid: RunId,
+    aaatenant: TenantId,
     data: T,
 }
 
-impl<'a, T: Serialize> Draft<'a, T> {
+fn shared_str<S: serde::Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
+}
+
+impl<T: Serialize> Draft<T> {
     /// A new event of `kind` for a run, with a fresh id and the current time.
     pub(crate) fn new(
-        kind: &'a str,
-        source: &'a str,
-        tenant: &'a TenantId,
-        run: &'a RunId,
-        call: Option<&'a CallId>,
+        kind: impl Into<Cow<'static, str>>,
+        source: &Arc<str>,
+        tenant: &TenantId,
+        run: &RunId,
+        call: Option<&CallId>,
         data: T,
     ) -> Self {
         Draft {
             specversion: "1.0",
             id: new_event_id(),
-            source,
-            kind,
+            source: source.clone(),
+            kind: kind.into(),
             time: now_rfc3339(),
             datacontenttype: "application/json",
-            subject: call.map(CallId::as_str),
-            aaarunid: run,
-            aaatenant: tenant,
+            subject: call.cloned(),
+            aaarunid: run.clone(),
+            aaatenant: tenant.clone(),
             data,
         }
     }
 
     /// The event type.
-    pub(crate) fn kind(&self) -> &str {
-        self.kind
+    pub(crate) fn kind(&self) -> Cow<'static, str> {
+        self.kind.clone()
     }
 
     /// The bus subject this event travels on.
     pub(crate) fn bus_subject(&self) -> String {
-        subject(self.aaatenant, self.aaarunid, self.kind)
+        subject(&self.aaatenant, &self.aaarunid, &self.kind)
     }
 
     /// The JSON bytes of the event: the same object `serde_json` would write for it,
@@ -135,15 +162,15 @@ impl<'a, T: Serialize> Draft<'a, T> {
         out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
         write_json_str(&mut out, &self.id);
         out.extend_from_slice(b",\"source\":");
-        write_json_str(&mut out, self.source);
+        write_json_str(&mut out, &self.source);
         out.extend_from_slice(b",\"type\":");
-        write_json_str(&mut out, self.kind);
+        write_json_str(&mut out, &self.kind);
         out.extend_from_slice(b",\"time\":");
         write_safe_str(&mut out, &self.time);
         out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
-        if let Some(subject) = self.subject {
+        if let Some(subject) = &self.subject {
             out.extend_from_slice(b",\"subject\":");
-            write_safe_str(&mut out, subject);
+            write_safe_str(&mut out, subject.as_str());
         }
         out.extend_from_slice(b",\"aaarunid\":");
         write_safe_str(&mut out, self.aaarunid.as_str());
@@ -157,6 +184,21 @@ impl<'a, T: Serialize> Draft<'a, T> {
         }
         out.push(b'}');
         out
+    }
+}
+
+impl<T: Serialize + Send + Sync + 'static> Draft<T> {
+    /// The event as a [`Payload`] carrying it unwritten: an in-process bus hands it to
+    /// in-process consumers as it is, and a bus that sends bytes writes them.
+    pub(crate) fn into_payload(self) -> Payload {
+        Payload::deferred(self)
+    }
+}
+
+/// Writes the event as [`Draft::to_bytes`] does.
+impl<T: Serialize + Send + Sync + 'static> Encode for Draft<T> {
+    fn encode(&self) -> Vec<u8> {
+        self.to_bytes()
     }
 }
 
@@ -250,12 +292,13 @@ mod tests {
             result: json!(5),
             attempt: 1,
         };
-        let draft = Draft::new(TOOL_COMPLETED, "src", &tenant, &run, Some(&call), &data);
+        let source: Arc<str> = Arc::from("src");
+        let draft = Draft::new(TOOL_COMPLETED, &source, &tenant, &run, Some(&call), &data);
         // The hand-written envelope is what serde writes for the same draft.
         assert_eq!(draft.to_bytes(), serde_json::to_vec(&draft).unwrap());
         let odd = Draft::new(
             "a\"b\\c\u{1}é",
-            "src",
+            &source,
             &tenant,
             &run,
             None,
@@ -278,8 +321,8 @@ mod tests {
         );
         let parsed = Parsed::<ToolCompleted>::from_bytes(&draft.to_bytes()).unwrap();
         assert_eq!(
-            (parsed.kind.as_str(), parsed.run, parsed.data),
-            (TOOL_COMPLETED, run, data)
+            (&*parsed.kind, parsed.run, parsed.data),
+            (TOOL_COMPLETED, run.clone(), data.clone())
         );
         // What the one-pass parse rejects gets the two-pass errors.
         let no_data = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t"});
@@ -289,6 +332,36 @@ mod tests {
         let old = json!({"specversion": "0.3", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t", "data": {}});
         let error = Parsed::<Value>::from_bytes(old.to_string().as_bytes()).unwrap_err();
         assert!(error.to_string().contains("specversion"), "{error}");
+    }
+
+    #[test]
+    fn a_draft_in_a_payload_is_read_back_unwritten() {
+        let (tenant, run, call) = (
+            TenantId::default(),
+            RunId::new("run-1").unwrap(),
+            CallId::new("c-1").unwrap(),
+        );
+        let data = ToolCompleted {
+            call_id: call.clone(),
+            name: "add".into(),
+            result: json!({"sum": 5}),
+            attempt: 1,
+        };
+        let source: Arc<str> = Arc::from("src");
+        let draft = Draft::new(TOOL_COMPLETED, &source, &tenant, &run, Some(&call), data);
+        let expected = draft.to_bytes();
+        let payload = draft.into_payload();
+        let parsed = Parsed::<ToolCompleted>::from_payload(&payload).unwrap();
+        assert_eq!((&*parsed.kind, &parsed.run), (TOOL_COMPLETED, &run));
+        assert_eq!(parsed.data.result, json!({"sum": 5}));
+        assert!(!payload.is_written(), "read back without writing it");
+        // Asked as another data type, it is parsed from its bytes (and fails here).
+        assert!(Parsed::<crate::event::ToolFailed>::from_payload(&payload).is_err());
+        assert!(payload.is_written());
+        // Written out, it is what the draft writes, times and ids included.
+        assert_eq!(&payload[..], &expected[..]);
+        let from_bytes = Parsed::<ToolCompleted>::from_payload(&expected.into()).unwrap();
+        assert_eq!(from_bytes.data, parsed.data);
     }
 
     #[test]

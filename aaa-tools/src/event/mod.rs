@@ -51,6 +51,15 @@
 //! `outcome-<tenant>-<run>-<call id>`, the same for every attempt, so a republished
 //! outcome is dropped by the bus's de-duplication.
 //!
+//! On the embedded bus ([`MemoryBus`](crate::bus::MemoryBus)) the engine's own events
+//! travel unwritten: a request, an outcome or a guard fact is handed to the
+//! executor and the run's watcher in the same process as the value it was made from
+//! (see [`Payload`](crate::bus::Payload)), and written to the JSON above only when
+//! something reads its bytes (a replay of the run's facts, another program's
+//! consumer). What that reader gets is the same event, id and time included. Events
+//! that arrive as bytes (from any other publisher, and everything on NATS) are parsed
+//! and checked as always.
+//!
 //! A program in another language requests a call by publishing a `aaa.tool.requested`
 //! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from
 //! `aaa.<tenant>.<run>.tool.completed` or `.tool.failed`.

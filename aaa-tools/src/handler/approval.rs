@@ -11,7 +11,7 @@ use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
 use super::guarded;
 use super::records::{self, ApprovalRecord, ApprovalState, approval_key};
-use crate::bus::Message;
+use crate::bus::{Message, Payload};
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalDecision,
     ApprovalRequested, Event, FailureKind,
@@ -118,7 +118,7 @@ pub(super) async fn request_approval(
             Ok(Decision::Denied(reason)) => {
                 let outcome =
                     call.failed(FailureKind::Denied, denial_message(reason.as_deref()), 0);
-                return call::ack_if(call::publish_outcome(core, &retry, call, &outcome).await);
+                return call::ack_if(call::publish_outcome(core, &retry, call, outcome).await);
             }
             Ok(Decision::Run(revision, record)) => {
                 return run_granted(core, entry, call, &key, revision, *record, message).await;
@@ -145,12 +145,13 @@ pub(super) async fn request_approval(
         "approval-requested-{}-{}-{}",
         call.tenant, call.run, call.call_id
     );
-    let (subject, bytes, id) = (event.bus_subject(), event.to_bytes(), event.id.clone());
+    let (subject, id) = (event.bus_subject(), event.id.clone());
+    let payload = Payload::from(event.to_bytes());
     let published = retry
         .run(|| {
             core.engine
                 .bus()
-                .publish(&subject, bytes.clone(), Some(&id))
+                .publish(&subject, payload.clone(), Some(&id))
         })
         .await
         .is_ok();
@@ -300,7 +301,7 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 0,
             );
             let published =
-                call::publish_outcome(core, &core.retry_for(&call.name), &call, &outcome).await;
+                call::publish_outcome(core, &core.retry_for(&call.name), &call, outcome).await;
             return call::ack_if(published);
         }
         let Some(entry) = core.entry(&call.name) else {
@@ -407,7 +408,7 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
                 0,
             );
             let retry = core.retry_for(&call.name);
-            call::publish_outcome(&core, &retry, &call, &outcome).await;
+            call::publish_outcome(&core, &retry, &call, outcome).await;
         }
     }
 }

@@ -1,6 +1,7 @@
 //! One call being handled: what it is, how it ended, publishing its outcome and facts,
 //! settling the message that carried it. (Running it: [`attempt`](super::attempt).)
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use aaa_guard::RecordedOutcome;
@@ -69,15 +70,15 @@ impl Call {
     }
 
     /// An event of `kind` about this call, to send.
-    pub(super) fn draft<'a, T: serde::Serialize>(
-        &'a self,
-        core: &'a Core,
-        kind: &'a str,
+    pub(super) fn draft<T: serde::Serialize>(
+        &self,
+        core: &Core,
+        kind: impl Into<Cow<'static, str>>,
         data: T,
-    ) -> Draft<'a, T> {
+    ) -> Draft<T> {
         Draft::new(
             kind,
-            core.engine.source(),
+            core.engine.shared_source(),
             &self.tenant,
             &self.run,
             Some(&self.call_id),
@@ -106,25 +107,27 @@ impl Outcome {
     }
 }
 
-/// Publishes `event` with `retry`, de-duplicated by its id.
-pub(super) async fn publish<T: serde::Serialize>(
+/// Publishes `event` with `retry`, de-duplicated by its id. The event travels
+/// unwritten ([`Draft::into_payload`]): the embedded bus hands it to the run's watcher
+/// as it is, a server-backed bus writes it once (a retry sends the same bytes).
+pub(super) async fn publish<T: serde::Serialize + Send + Sync + 'static>(
     core: &Core,
     retry: &RetryPolicy,
-    event: &Draft<'_, T>,
+    event: Draft<T>,
 ) -> bool {
-    let (subject, id) = (event.bus_subject(), &event.id);
-    // The first attempt takes the bytes; a retry (rare) writes them again.
-    let mut first = Some(event.to_bytes());
+    let (subject, id, kind) = (event.bus_subject(), event.id.clone(), event.kind());
+    let payload = event.into_payload();
     match retry
         .run(|| {
-            let bytes = first.take().unwrap_or_else(|| event.to_bytes());
-            core.engine.bus().publish(&subject, bytes, Some(id))
+            core.engine
+                .bus()
+                .publish(&subject, payload.clone(), Some(&id))
         })
         .await
     {
         Ok(()) => true,
         Err(error) => {
-            tracing::error!(%error, kind = %event.kind(), "could not publish a fact");
+            tracing::error!(%error, %kind, "could not publish a fact");
             false
         }
     }
@@ -142,24 +145,25 @@ pub(super) fn outcome_id(call: &Call) -> String {
 }
 
 /// Publishes an outcome fact of type `kind` with `data`, under the call's outcome id.
-pub(super) async fn publish_outcome_parts<T: serde::Serialize>(
+pub(super) async fn publish_outcome_parts<T: serde::Serialize + Send + Sync + 'static>(
     core: &Core,
     retry: &RetryPolicy,
     call: &Call,
-    kind: &str,
+    kind: impl Into<Cow<'static, str>>,
     data: T,
 ) -> bool {
     let mut event = call.draft(core, kind, data);
     event.id = outcome_id(call);
-    publish(core, retry, &event).await
+    publish(core, retry, event).await
 }
 
-/// Publishes the outcome of `call`.
+/// Publishes the outcome of `call` with its typed data (what a watcher in this process
+/// reads without parsing).
 pub(super) async fn publish_outcome(
     core: &Core,
     retry: &RetryPolicy,
     call: &Call,
-    outcome: &Outcome,
+    outcome: Outcome,
 ) -> bool {
     match outcome {
         Outcome::Completed(data) => {
@@ -197,10 +201,20 @@ pub(super) fn ack_if(published: bool) -> Disposition {
 /// with a warning here at most. The guard's decisions never read these facts. Sent
 /// once and never again, they carry no de-duplication id (which would cost the bus an
 /// entry in its de-duplication window per fact for nothing).
-pub(super) async fn emit_fact(core: &Core, call: &Call, kind: &str, data: impl serde::Serialize) {
+pub(super) async fn emit_fact(
+    core: &Core,
+    call: &Call,
+    kind: &'static str,
+    data: impl serde::Serialize + Send + Sync + 'static,
+) {
     let event = call.draft(core, kind, data);
-    let (subject, bytes) = (event.bus_subject(), event.to_bytes());
-    if let Err(error) = core.engine.bus().emit(&subject, bytes, None).await {
+    let subject = event.bus_subject();
+    if let Err(error) = core
+        .engine
+        .bus()
+        .emit(&subject, event.into_payload(), None)
+        .await
+    {
         tracing::warn!(%error, kind, "could not send a fact");
     }
 }
@@ -209,11 +223,11 @@ pub(super) async fn emit_fact(core: &Core, call: &Call, kind: &str, data: impl s
 pub(super) async fn publish_fact(
     core: &Core,
     call: &Call,
-    kind: &str,
-    data: impl serde::Serialize,
+    kind: &'static str,
+    data: impl serde::Serialize + Send + Sync + 'static,
 ) {
     let event = call.draft(core, kind, data);
-    publish(core, &RetryPolicy::default(), &event).await;
+    publish(core, &RetryPolicy::default(), event).await;
 }
 
 #[cfg(test)]

@@ -245,7 +245,7 @@ fn salvage(payload: &[u8]) -> Option<Call> {
 }
 
 async fn handle_request(core: &Core, message: Message) {
-    let parsed = Parsed::<ToolRequested>::from_bytes(&message.payload);
+    let parsed = Parsed::<ToolRequested>::from_payload(&message.payload);
     let (tenant, run, request) = match parsed {
         Ok(parsed) if parsed.kind == TOOL_REQUESTED => (parsed.tenant, parsed.run, parsed.data),
         Ok(parsed) => {
@@ -259,7 +259,7 @@ async fn handle_request(core: &Core, message: Message) {
             if let Some(call) = salvage(&message.payload) {
                 let text = format!("the request could not be read: {error}");
                 let outcome = call.failed(FailureKind::BadRequest, text, 0);
-                call::publish_outcome(core, &super::RetryPolicy::default(), &call, &outcome).await;
+                call::publish_outcome(core, &super::RetryPolicy::default(), &call, outcome).await;
             }
             let _ = message.term().await;
             return;
@@ -285,7 +285,7 @@ async fn refuse(
     message: String,
 ) -> Disposition {
     let outcome = call.failed(kind, message, 0);
-    call::ack_if(call::publish_outcome(core, retry, call, &outcome).await)
+    call::ack_if(call::publish_outcome(core, retry, call, outcome).await)
 }
 
 /// The checks before a call runs, then the run (or the approval request).

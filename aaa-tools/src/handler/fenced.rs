@@ -49,7 +49,7 @@ pub(super) async fn commit(
     let store = &**core.engine.store();
     // A lease known lost has been reported; one found lost here has not.
     let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
-    let mut event = call.draft(core, &recorded.kind, &*recorded.data);
+    let mut event = call.draft(core, recorded.kind.clone(), &*recorded.data);
     event.id = call::outcome_id(call);
     let subject = event.bus_subject();
     loop {

@@ -45,7 +45,7 @@ use aaa_guard::{
 use serde_json::Value;
 
 use super::attempt::{self, Executed};
-use super::call::{self, Call, Disposition};
+use super::call::{self, Call, Disposition, Outcome};
 use super::core::{Core, Entry};
 use super::fenced;
 use super::lease::{Lease, commit_base, guard_key, superseded, write_record};
@@ -80,7 +80,7 @@ pub(super) async fn run_call(
     if !config.enabled {
         return match attempt::execute(core, entry, call, arguments, carrier, 1, None).await {
             Executed::Done(outcome) => {
-                call::ack_if(call::publish_outcome(core, retry, call, &outcome).await)
+                call::ack_if(call::publish_outcome(core, retry, call, outcome).await)
             }
             Executed::Cancelled => Disposition::Nak,
         };
@@ -104,9 +104,11 @@ pub(super) async fn run_call(
         previous_attempt: previous.as_ref().map(|(a, _)| *a),
         previous_worker: previous.as_ref().map(|(_, w)| w.clone()),
     };
-    call::emit_fact(core, call, ATTEMPT_STARTED, &started).await;
     if previous.is_some() {
-        call::emit_fact(core, call, TAKEN_OVER, &started).await;
+        call::emit_fact(core, call, ATTEMPT_STARTED, started.clone()).await;
+        call::emit_fact(core, call, TAKEN_OVER, started).await;
+    } else {
+        call::emit_fact(core, call, ATTEMPT_STARTED, started).await;
     }
     let lease = Lease {
         key: &key,
@@ -118,8 +120,9 @@ pub(super) async fn run_call(
         call,
         worker: &core.worker,
     };
-    // The outcome is written as JSON once, here; the typed outcome is not kept.
-    let recorded = match attempt::execute(
+    // The outcome is written as JSON once, here, for the record; the typed outcome is
+    // what gets published (see `publish_recorded`).
+    let outcome = match attempt::execute(
         core,
         entry,
         call,
@@ -131,8 +134,9 @@ pub(super) async fn run_call(
     .await
     {
         Executed::Cancelled => return Disposition::Leave,
-        Executed::Done(outcome) => outcome.recorded(),
+        Executed::Done(outcome) => outcome,
     };
+    let recorded = outcome.recorded();
     // The lease's last write is the likely current record: try it before reading.
     let known = (!lease.is_lost()).then(|| {
         lease
@@ -149,7 +153,7 @@ pub(super) async fn run_call(
             };
             Box::pin(fenced::commit(core, entry, call, holder, &recorded, fence)).await
         }
-        _ => commit(core, entry, call, &key, attempt, recorded, known).await,
+        _ => commit(core, entry, call, &key, attempt, (recorded, outcome), known).await,
     }
 }
 
@@ -298,7 +302,13 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                             return Claimed::Settled(settled);
                         }
                         let disposition = Box::pin(publish_recorded(
-                            core, entry, call, key, &record, revision, false,
+                            core,
+                            entry,
+                            call,
+                            key,
+                            &record,
+                            revision,
+                            Publish::Recorded,
                         ))
                         .await;
                         return Claimed::Settled(disposition);
@@ -321,7 +331,13 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 }
                 return Claimed::Settled(
                     Box::pin(publish_recorded(
-                        core, entry, call, key, &record, revision, true,
+                        core,
+                        entry,
+                        call,
+                        key,
+                        &record,
+                        revision,
+                        Publish::RecordedThenMark,
                     ))
                     .await,
                 );
@@ -330,9 +346,20 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     }
 }
 
-/// Publishes a recorded outcome. `mark` records that it was published: the path that
-/// commits an outcome skips that write (a later duplicate delivery publishes again under
-/// the same message id, which the bus drops, and marks it then).
+/// What [`publish_recorded`] publishes, and whether it marks the record published.
+enum Publish {
+    /// The outcome an attempt just committed, as the attempt produced it: published
+    /// typed (a watcher in this process reads it without parsing); its JSON is what
+    /// the record holds. Not marked: a later duplicate delivery publishes again under
+    /// the same message id, which the bus drops, and marks it then.
+    Committed(Outcome),
+    /// The record's outcome, not marked.
+    Recorded,
+    /// The record's outcome, then the record marked published.
+    RecordedThenMark,
+}
+
+/// Publishes a recorded outcome (see [`Publish`]).
 async fn publish_recorded(
     core: &Core,
     entry: &Entry,
@@ -340,19 +367,20 @@ async fn publish_recorded(
     key: &str,
     record: &CallRecord,
     revision: Revision,
-    mark: bool,
+    how: Publish,
 ) -> Disposition {
     let Some(outcome) = &record.outcome else {
         return Disposition::Ack;
     };
-    let published = call::publish_outcome_parts(
-        core,
-        &entry.handler.result_retry,
-        call,
-        &outcome.kind,
-        &*outcome.data,
-    )
-    .await;
+    let retry = &entry.handler.result_retry;
+    let mark = matches!(how, Publish::RecordedThenMark);
+    let published = match how {
+        Publish::Committed(typed) => call::publish_outcome(core, retry, call, typed).await,
+        Publish::Recorded | Publish::RecordedThenMark => {
+            let (kind, data) = (outcome.kind.clone(), outcome.data.clone());
+            call::publish_outcome_parts(core, retry, call, kind, data).await
+        }
+    };
     if !published {
         return Disposition::Nak;
     }
@@ -377,7 +405,7 @@ async fn commit(
     call: &Call,
     key: &str,
     attempt: u32,
-    recorded: RecordedOutcome,
+    (recorded, typed): (RecordedOutcome, Outcome),
     mut known: Option<(CallRecord, Revision)>,
 ) -> Disposition {
     let store = &**core.engine.store();
@@ -404,7 +432,8 @@ async fn commit(
         let finished = current.finished(outcome);
         match write_record(store, key, &finished, Some(revision)).await {
             Ok(revision) => {
-                return publish_recorded(core, entry, call, key, &finished, revision, false).await;
+                let how = Publish::Committed(typed);
+                return publish_recorded(core, entry, call, key, &finished, revision, how).await;
             }
             Err(StoreError::Conflict { .. }) => {
                 recorded = finished.outcome;

@@ -177,7 +177,7 @@ pub(super) async fn superseded(
             current_attempt: current.attempt,
         };
         tracing::warn!(call_id = %call.call_id, attempt, current = current.attempt, "dropping a stale result");
-        Box::pin(call::publish_fact(core, call, STALE_RESULT, &stale)).await;
+        Box::pin(call::publish_fact(core, call, STALE_RESULT, stale)).await;
     }
     Disposition::Leave
 }

@@ -12,7 +12,8 @@ use futures::stream::BoxStream;
 
 use super::{NatsError, NatsOptions, Storage, check_subject};
 use crate::bus::{
-    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Stored, Subscription,
+    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
+    Subscription,
 };
 
 /// The JetStream [`Bus`] (see the [module docs](super) for the layout and guarantees).
@@ -126,7 +127,7 @@ impl NatsBus {
             Ok(Stored {
                 seq,
                 subject: message.subject.to_string(),
-                payload: message.payload.clone(),
+                payload: message.payload.clone().into(),
             })
         });
         Ok(stored.boxed())
@@ -210,7 +211,7 @@ impl Bus for NatsBus {
     fn publish<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         Box::pin(async move { self.send(subject, payload, msg_id).await?.await })
@@ -219,14 +220,14 @@ impl Bus for NatsBus {
     fn send<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         Box::pin(async move {
             let headers = publish_headers(subject, msg_id)?;
             let ack = self
                 .js
-                .publish_with_headers(subject.to_owned(), headers, payload.into())
+                .publish_with_headers(subject.to_owned(), headers, payload.into_bytes())
                 .await
                 .map_err(unavailable)?;
             Ok(Box::pin(async move { ack.await.map(|_| ()).map_err(unavailable) }) as Confirmation)
@@ -240,14 +241,14 @@ impl Bus for NatsBus {
     fn emit<'a>(
         &'a self,
         subject: &'a str,
-        payload: Vec<u8>,
+        payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         Box::pin(async move {
             let headers = publish_headers(subject, msg_id)?;
             self.js
                 .client()
-                .publish_with_headers(subject.to_owned(), headers, payload.into())
+                .publish_with_headers(subject.to_owned(), headers, payload.into_bytes())
                 .await
                 .map_err(unavailable)
         })
@@ -436,7 +437,7 @@ fn to_message(message: jetstream::Message) -> Result<Message, BusError> {
     let (message, acker) = message.split();
     Ok(Message::new(
         message.subject.to_string(),
-        message.payload,
+        message.payload.into(),
         seq,
         u32::try_from(delivered).unwrap_or(u32::MAX),
         Arc::new(NatsAcker(acker)),
