@@ -298,6 +298,22 @@ fn accepts_null(root: &Value, node: &Value, depth: usize) -> bool {
     }
 }
 
+/// Whether `value` holds a `null` anywhere (the cheap test before
+/// [`drop_optional_nulls`] walks the schema).
+/// Deeper than the walk goes, it answers yes (the walk then decides).
+pub(crate) fn has_null(value: &Value) -> bool {
+    fn within(value: &Value, depth: usize) -> bool {
+        match value {
+            Value::Null => true,
+            _ if depth > 32 => true,
+            Value::Object(fields) => fields.values().any(|v| within(v, depth + 1)),
+            Value::Array(items) => items.iter().any(|v| within(v, depth + 1)),
+            _ => false,
+        }
+    }
+    within(value, 0)
+}
+
 /// Removes `null` values of optional properties whose schema does not accept `null`.
 ///
 /// OpenAI strict mode makes every property required and optional ones nullable, so a
@@ -471,6 +487,13 @@ mod tests {
         let shown = cut(&text, 80);
         assert!(shown.starts_with(&"é".repeat(80)));
         assert!(shown.ends_with("(200 bytes in all)"));
+    }
+
+    #[test]
+    fn nulls_are_found_at_any_depth() {
+        assert!(!has_null(&json!({"a": 1, "b": [true, "x", {"c": 2}]})));
+        assert!(has_null(&json!({"a": 1, "b": [true, {"c": null}]})));
+        assert!(has_null(&json!(null)));
     }
 
     #[test]

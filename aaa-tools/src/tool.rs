@@ -543,6 +543,10 @@ impl Tool {
     }
 
     fn normalize_args(&self, args: &mut Value) {
+        // Most arguments hold no `null` at all: nothing to drop, no schema to walk.
+        if !args::has_null(args) {
+            return;
+        }
         let schema = &self.inner.parameters;
         args::drop_optional_nulls(schema, schema, args, 0);
     }

@@ -97,17 +97,17 @@ struct Filters {
     shape: Vec<Shape>,
 }
 
-/// How a filter is matched: most subjects a consumer sees are not its own, and most
-/// filters end in a literal token (`aaa.*.*.tool.requested`), which tells them apart
-/// without walking every token.
+/// How a filter is matched. Most subjects a consumer sees are not its own, and the
+/// tokens that tell the engine's subjects apart come last (`aaa.<tenant>.<run>.tool.
+/// requested`), after the long ids: a filter without `>` is matched from the end, so a
+/// subject of another kind is turned away after its last token or two.
 enum Shape {
     /// No wildcard: equal or not.
     Literal,
-    /// Wildcards, and a literal last token (with its dot): a subject that does not
-    /// end with it cannot match.
-    Tail(String),
-    /// Wildcards up to the end.
-    Open,
+    /// `*` wildcards only: token for token from the end.
+    Closed,
+    /// Ends with `>`: token for token from the start.
+    Rest,
 }
 
 impl Filters {
@@ -116,11 +116,11 @@ impl Filters {
             .iter()
             .map(|f| {
                 if is_literal(f) {
-                    return Shape::Literal;
-                }
-                match f.rfind('.').map(|dot| &f[dot..]) {
-                    Some(tail) if tail != ".*" && tail != ".>" => Shape::Tail(tail.to_owned()),
-                    _ => Shape::Open,
+                    Shape::Literal
+                } else if f == ">" || f.ends_with(".>") {
+                    Shape::Rest
+                } else {
+                    Shape::Closed
                 }
             })
             .collect();
@@ -133,11 +133,33 @@ impl Filters {
             .zip(&self.shape)
             .any(|(filter, shape)| match shape {
                 Shape::Literal => filter == subject,
-                Shape::Tail(tail) => {
-                    subject.ends_with(tail.as_str()) && subject_matches(filter, subject)
-                }
-                Shape::Open => subject_matches(filter, subject),
+                Shape::Closed => matches_from_end(filter.as_bytes(), subject.as_bytes()),
+                Shape::Rest => subject_matches(filter, subject),
             })
+    }
+}
+
+/// [`subject_matches`] for a filter without `>`, comparing the last tokens first.
+fn matches_from_end(mut filter: &[u8], mut subject: &[u8]) -> bool {
+    loop {
+        let (filter_rest, wanted) = split_last_token(filter);
+        let (subject_rest, token) = split_last_token(subject);
+        if wanted != b"*" && wanted != token {
+            return false;
+        }
+        match (filter_rest, subject_rest) {
+            (Some(f), Some(s)) => (filter, subject) = (f, s),
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// What comes before a subject's last dot, if any, and its last token.
+fn split_last_token(subject: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    match subject.iter().rposition(|&b| b == b'.') {
+        Some(dot) => (Some(&subject[..dot]), &subject[dot + 1..]),
+        None => (None, subject),
     }
 }
 
@@ -148,8 +170,15 @@ struct ConsumerState {
     wake: Arc<Notify>,
     /// The next log index not yet looked at.
     cursor: usize,
+    /// Log indices before `cursor` that match and are not yet delivered, in log order:
+    /// a publish matches each consumer once, and a consumer that has looked at the
+    /// whole log takes the publishes it matched from here instead of matching again.
+    matched: VecDeque<usize>,
     /// Delivered and unsettled.
     pending: BTreeMap<u64, Pending>,
+    /// No pending deadline is earlier than this (`None`: nothing pending). A taker
+    /// looks for expired deliveries only once it has passed, not at every take.
+    expiry: Option<Instant>,
     /// To deliver again: seq -> (deliveries so far, not before).
     redeliver: BTreeMap<u64, (u32, Instant)>,
 }
@@ -273,6 +302,7 @@ impl MemoryBus {
                 }
             }
         }
+        let position = state.log.len();
         state.log.push(Stored {
             seq,
             subject: subject.to_owned(),
@@ -281,9 +311,18 @@ impl MemoryBus {
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
         let mut wake: Vec<Arc<Notify>> = Vec::new();
-        for consumer in state.consumers.values() {
-            if consumer.filters.matches(subject) {
+        for consumer in state.consumers.values_mut() {
+            let matches = consumer.filters.matches(subject);
+            if matches {
                 wake.push(consumer.wake.clone());
+            }
+            // A consumer that has looked at everything before this message has now
+            // looked at it too.
+            if consumer.cursor == position {
+                consumer.cursor += 1;
+                if matches {
+                    consumer.matched.push_back(position);
+                }
             }
         }
         state
@@ -403,16 +442,19 @@ impl MemorySubscription {
             return Err(None);
         };
 
-        let expired: Vec<u64> = consumer
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(s, _)| *s)
-            .collect();
-        for seq in expired {
-            if let Some(p) = consumer.pending.remove(&seq) {
-                consumer.redeliver.insert(seq, (p.deliveries, now));
+        if consumer.expiry.is_some_and(|at| at <= now) {
+            let expired: Vec<u64> = consumer
+                .pending
+                .iter()
+                .filter(|(_, p)| p.deadline <= now)
+                .map(|(s, _)| *s)
+                .collect();
+            for seq in expired {
+                if let Some(p) = consumer.pending.remove(&seq) {
+                    consumer.redeliver.insert(seq, (p.deliveries, now));
+                }
             }
+            consumer.expiry = consumer.pending.values().map(|p| p.deadline).min();
         }
         let due = consumer
             .redeliver
@@ -420,14 +462,16 @@ impl MemorySubscription {
             .find(|(_, (_, at))| *at <= now)
             .map(|(seq, (n, _))| (*seq, *n));
         let deliver = |consumer: &mut ConsumerState, seq: u64, deliveries: u32| {
+            let deadline = now + consumer.ack_wait;
             consumer.pending.insert(
                 seq,
                 Pending {
                     deliveries,
-                    deadline: now + consumer.ack_wait,
+                    deadline,
                     holder: self.holder,
                 },
             );
+            consumer.expiry = Some(consumer.expiry.map_or(deadline, |at| at.min(deadline)));
             let stored = &log[(seq - 1) as usize];
             Message::new(
                 stored.subject.clone(),
@@ -441,6 +485,9 @@ impl MemorySubscription {
             consumer.redeliver.remove(&seq);
             return Ok(deliver(consumer, seq, n + 1));
         }
+        if let Some(index) = consumer.matched.pop_front() {
+            return Ok(deliver(consumer, log[index].seq, 1));
+        }
         while consumer.cursor < log.len() {
             let index = consumer.cursor;
             consumer.cursor += 1;
@@ -448,9 +495,10 @@ impl MemorySubscription {
                 return Ok(deliver(consumer, log[index].seq, 1));
             }
         }
-        let next_deadline = consumer.pending.values().map(|p| p.deadline);
+        // The expiry may be early (a settled delivery's): looking again then finds the
+        // true one.
         let next_redelivery = consumer.redeliver.values().map(|(_, at)| *at);
-        Err(next_deadline.chain(next_redelivery).min())
+        Err(consumer.expiry.into_iter().chain(next_redelivery).min())
     }
 }
 
@@ -529,7 +577,9 @@ impl Bus for MemoryBus {
                     ack_wait: spec.ack_wait,
                     wake: Arc::new(Notify::new()),
                     cursor: 0,
+                    matched: VecDeque::new(),
                     pending: BTreeMap::new(),
+                    expiry: None,
                     redeliver: BTreeMap::new(),
                 });
             if consumer.filters.all != spec.filters {
@@ -699,6 +749,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_late_consumer_reads_the_log_then_new_publishes_in_order() {
+        let bus = MemoryBus::new();
+        publish(&bus, "q.1", "one").await;
+        publish(&bus, "other", "skip").await;
+        let spec = ConsumerSpec::new("late", ["q.*"]).with_ack_wait(Duration::from_secs(5));
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        // Published before the consumer has looked at the log, then after.
+        publish(&bus, "q.2", "two").await;
+        let first = sub.next().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        publish(&bus, "q.3", "three").await;
+        publish(&bus, "other.x", "skip").await;
+        let mut bodies = vec![first.payload.to_vec()];
+        let mut held = vec![first];
+        for _ in 0..2 {
+            let message = sub.next().await.unwrap();
+            bodies.push(message.payload.to_vec());
+            held.push(message);
+        }
+        assert_eq!(bodies, [&b"one"[..], b"two", b"three"]);
+        // The earliest deadline (the first's, at 5 s) is settled; the last one left
+        // (at 7 s) brings its message back then, not before and not never.
+        held[0].ack().await.unwrap();
+        held[1].ack().await.unwrap();
+        let start = tokio::time::Instant::now();
+        let again = sub.next().await.unwrap();
+        assert_eq!((again.seq, again.delivery_count), (held[2].seq, 2));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), sub.next())
+                .await
+                .is_err(),
+            "nothing else to deliver"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn unsettled_messages_come_back() {
         let bus = MemoryBus::new();
         let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(5));
@@ -808,6 +895,10 @@ mod tests {
             "aaa.t.>",
             "*.b",
             "a.*.x",
+            "*",
+            ">",
+            "*.*.*.tool.*",
+            "aaa.*.r.>",
         ];
         let subjects = [
             "aaa.t.r.tool.requested",
@@ -821,6 +912,8 @@ mod tests {
             "a.b.yx",
             "a.bx",
             "aaa.t",
+            "aaa.t.r.tool",
+            "x.aaa.t.r.tool.requested",
         ];
         for filter in filters {
             let quick = Filters::new(vec![filter.to_owned()]);

@@ -1,6 +1,8 @@
 //! The executor: consumes requests and approval signals, runs calls, publishes
 //! outcomes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -198,15 +200,19 @@ async fn consume(
                 let core = core.clone();
                 let ticket = Ticket::new(core.clone());
                 // Boxed: a call's state machine is large, and tokio copies a task's
-                // future whole when it spawns and finishes it.
-                let fut = async move {
-                    match kind {
-                        Kind::Request => handle_request(&core, message).await,
-                        Kind::Signal => approval::handle_signal(&core, message).await,
-                    }
-                    drop(slot);
+                // future whole when it spawns and finishes it. One box per kind: a
+                // request's box is not sized for a signal's larger state machine.
+                let fut: Pin<Box<dyn Future<Output = ()> + Send>> = match kind {
+                    Kind::Request => Box::pin(async move {
+                        handle_request(&core, message).await;
+                        drop(slot);
+                    }),
+                    Kind::Signal => Box::pin(async move {
+                        approval::handle_signal(&core, message).await;
+                        drop(slot);
+                    }),
                 };
-                tasks.spawn(TICKET.scope(ticket, Box::pin(fut)));
+                tasks.spawn(TICKET.scope(ticket, fut));
             }
             Err(error) => {
                 tracing::warn!(%error, "the bus failed to deliver; retrying in 1 s");
