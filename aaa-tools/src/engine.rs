@@ -413,7 +413,7 @@ impl RunHandle {
         engine
             .inner
             .bus
-            .publish(&subject, event.into_payload(), Some(&id))
+            .publish(&subject, event.into_payload(), Some(id.as_str()))
             .await?;
         Ok(call_id)
     }

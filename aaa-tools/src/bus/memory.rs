@@ -1,4 +1,8 @@
 //! [`MemoryBus`]: the embedded bus.
+//!
+//! A publish collects the wake-ups of the consumers it matches in a `smallvec`
+//! (usually one or two, so none allocates) and sends them once the bus's lock is
+//! released.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -6,6 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream};
+use smallvec::SmallVec;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -310,7 +315,7 @@ impl MemoryBus {
         });
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
-        let mut wake: Vec<Arc<Notify>> = Vec::new();
+        let mut wake: SmallVec<[Arc<Notify>; 4]> = SmallVec::new();
         for consumer in state.consumers.values_mut() {
             let matches = consumer.filters.matches(subject);
             if matches {

@@ -100,12 +100,15 @@ impl<T: serde::de::DeserializeOwned + Clone + 'static> Parsed<T> {
 pub(crate) struct Draft<T> {
     specversion: &'static str,
     /// The event id (the bus de-duplicates by it).
-    pub(crate) id: String,
+    #[serde(serialize_with = "draft_id")]
+    pub(crate) id: DraftId,
     #[serde(serialize_with = "shared_str")]
     source: Arc<str>,
     #[serde(rename = "type")]
     kind: Cow<'static, str>,
-    time: String,
+    /// Written out only when the event is (most never are on the embedded bus).
+    #[serde(serialize_with = "rfc3339_time")]
+    time: SystemTime,
     datacontenttype: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     subject: Option<CallId>,
@@ -116,6 +119,44 @@ pub(crate) struct Draft<T> {
 
 fn shared_str<S: serde::Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
     serializer.serialize_str(text)
+}
+
+fn draft_id<S: serde::Serializer>(id: &DraftId, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(id.as_str())
+}
+
+fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+    let mut text = Vec::with_capacity(32);
+    write_rfc3339(*time, &mut text);
+    serializer.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
+}
+
+/// A draft's event id: a fresh UUID, kept as its 36 characters (no allocation, and a
+/// copy costs no more), or a name given to the event (an outcome's, by which a
+/// republished outcome is de-duplicated).
+#[derive(Clone, Debug)]
+pub(crate) enum DraftId {
+    /// A random UUID, hyphenated, lower case.
+    Fresh([u8; 36]),
+    /// A name given to the event.
+    Named(String),
+}
+
+impl DraftId {
+    /// A fresh random id.
+    pub(crate) fn fresh() -> DraftId {
+        let mut text = [0; 36];
+        fast_uuid().hyphenated().encode_lower(&mut text);
+        DraftId::Fresh(text)
+    }
+
+    /// The id as text.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            DraftId::Fresh(text) => std::str::from_utf8(text).expect("a hyphenated UUID is ASCII"),
+            DraftId::Named(name) => name,
+        }
+    }
 }
 
 impl<T: Serialize> Draft<T> {
@@ -130,10 +171,10 @@ impl<T: Serialize> Draft<T> {
     ) -> Self {
         Draft {
             specversion: "1.0",
-            id: new_event_id(),
+            id: DraftId::fresh(),
             source: source.clone(),
             kind: kind.into(),
-            time: now_rfc3339(),
+            time: SystemTime::now(),
             datacontenttype: "application/json",
             subject: call.cloned(),
             aaarunid: run.clone(),
@@ -160,13 +201,14 @@ impl<T: Serialize> Draft<T> {
         // events, and little unused room kept with them in a log.
         let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
-        write_json_str(&mut out, &self.id);
+        write_json_str(&mut out, self.id.as_str());
         out.extend_from_slice(b",\"source\":");
         write_json_str(&mut out, &self.source);
         out.extend_from_slice(b",\"type\":");
         write_json_str(&mut out, &self.kind);
-        out.extend_from_slice(b",\"time\":");
-        write_safe_str(&mut out, &self.time);
+        out.extend_from_slice(b",\"time\":\"");
+        write_rfc3339(self.time, &mut out);
+        out.push(b'"');
         out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
         if let Some(subject) = &self.subject {
             out.extend_from_slice(b",\"subject\":");
@@ -230,27 +272,33 @@ fn write_json_str(out: &mut Vec<u8>, text: &str) {
     }
 }
 
-/// A fresh event id: a random UUID, hyphenated, written without the formatting
-/// machinery (every event gets one).
+/// A fresh event id: a random UUID, hyphenated.
 pub(super) fn new_event_id() -> String {
-    let mut buffer = uuid::Uuid::encode_buffer();
-    fast_uuid()
-        .hyphenated()
-        .encode_lower(&mut buffer)
-        .to_owned()
+    DraftId::fresh().as_str().to_owned()
 }
 
-/// The current time in RFC 3339 with microseconds, UTC. The date and time down to the
-/// second are formatted once per second per thread; only the microseconds are added
-/// per event.
+/// The current time in RFC 3339 with microseconds, UTC.
 pub(super) fn now_rfc3339() -> String {
+    let mut text = Vec::with_capacity(32);
+    write_rfc3339(SystemTime::now(), &mut text);
+    String::from_utf8(text).expect("an RFC 3339 time is ASCII")
+}
+
+/// Writes `time` in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).
+/// The date and time down to the second are formatted once per second per thread;
+/// only the microseconds are written per event, without the formatting machinery.
+fn write_rfc3339(time: SystemTime, out: &mut Vec<u8>) {
     use std::cell::RefCell;
     thread_local! {
         static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
     }
-    let now = SystemTime::now();
-    let Ok(since) = now.duration_since(SystemTime::UNIX_EPOCH) else {
-        return humantime::format_rfc3339_micros(now).to_string();
+    let Ok(since) = time.duration_since(SystemTime::UNIX_EPOCH) else {
+        out.extend_from_slice(
+            humantime::format_rfc3339_micros(time)
+                .to_string()
+                .as_bytes(),
+        );
+        return;
     };
     let (secs, micros) = (since.as_secs(), since.subsec_micros());
     SECOND.with_borrow_mut(|(cached, prefix)| {
@@ -261,16 +309,13 @@ pub(super) fn now_rfc3339() -> String {
             *prefix = text.trim_end_matches('Z').to_owned();
             *cached = secs;
         }
-        let mut out = String::with_capacity(prefix.len() + 8);
-        out.push_str(prefix);
-        out.push('.');
-        // Six digits, zero-padded, without the formatting machinery.
+        out.extend_from_slice(prefix.as_bytes());
+        out.push(b'.');
         for place in [100_000, 10_000, 1_000, 100, 10, 1] {
-            out.push(char::from(b'0' + (micros / place % 10) as u8));
+            out.push(b'0' + (micros / place % 10) as u8);
         }
-        out.push('Z');
-        out
-    })
+        out.push(b'Z');
+    });
 }
 
 #[cfg(test)]

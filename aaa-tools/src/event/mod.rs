@@ -73,7 +73,7 @@ use crate::ids::{CallId, RunId, TenantId};
 
 mod codec;
 
-pub(crate) use codec::{Draft, Parsed};
+pub(crate) use codec::{Draft, DraftId, Parsed};
 use codec::{new_event_id, now_rfc3339};
 
 /// `aaa.tool.requested`.

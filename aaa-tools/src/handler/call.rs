@@ -11,7 +11,9 @@ use super::RetryPolicy;
 use super::core::Core;
 use super::policy::PolicyCall;
 use crate::bus::Message;
-use crate::event::{Draft, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed};
+use crate::event::{
+    Draft, DraftId, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed,
+};
 use crate::ids::{CallId, RunId, TenantId};
 
 /// A call being handled.
@@ -69,6 +71,19 @@ impl Call {
         })
     }
 
+    /// The outcome fact of this call, of type `kind`: named by [`outcome_id`], so a
+    /// republished outcome is de-duplicated.
+    pub(super) fn outcome_draft<T: serde::Serialize>(
+        &self,
+        core: &Core,
+        kind: impl Into<Cow<'static, str>>,
+        data: T,
+    ) -> Draft<T> {
+        let mut event = self.draft(core, kind, data);
+        event.id = DraftId::Named(outcome_id(self));
+        event
+    }
+
     /// An event of `kind` about this call, to send.
     pub(super) fn draft<T: serde::Serialize>(
         &self,
@@ -121,7 +136,7 @@ pub(super) async fn publish<T: serde::Serialize + Send + Sync + 'static>(
         .run(|| {
             core.engine
                 .bus()
-                .publish(&subject, payload.clone(), Some(&id))
+                .publish(&subject, payload.clone(), Some(id.as_str()))
         })
         .await
     {
@@ -152,9 +167,7 @@ pub(super) async fn publish_outcome_parts<T: serde::Serialize + Send + Sync + 's
     kind: impl Into<Cow<'static, str>>,
     data: T,
 ) -> bool {
-    let mut event = call.draft(core, kind, data);
-    event.id = outcome_id(call);
-    publish(core, retry, event).await
+    publish(core, retry, call.outcome_draft(core, kind, data)).await
 }
 
 /// Publishes the outcome of `call` with its typed data (what a watcher in this process

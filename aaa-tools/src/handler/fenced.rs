@@ -49,8 +49,7 @@ pub(super) async fn commit(
     let store = &**core.engine.store();
     // A lease known lost has been reported; one found lost here has not.
     let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
-    let mut event = call.draft(core, recorded.kind.clone(), &*recorded.data);
-    event.id = call::outcome_id(call);
+    let event = call.outcome_draft(core, recorded.kind.clone(), &*recorded.data);
     let subject = event.bus_subject();
     loop {
         let (current, revision) = match commit_base(store, key, known.take()).await {
@@ -66,7 +65,7 @@ pub(super) async fn commit(
             .run(|| async {
                 let bytes = event.to_bytes();
                 match fence
-                    .append_if_current(key, revision, &subject, bytes, &event.id)
+                    .append_if_current(key, revision, &subject, bytes, event.id.as_str())
                     .await
                 {
                     Err(StoreError::Unavailable(why)) => Err(BusError::Unavailable(why)),
