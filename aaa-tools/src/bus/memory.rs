@@ -5,6 +5,7 @@
 //! released.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use futures::stream::{self, BoxStream};
 use smallvec::SmallVec;
 use tokio::sync::Notify;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::{
     Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
@@ -416,6 +417,11 @@ struct MemorySubscription {
     durable: String,
     holder: u64,
     acker: Arc<dyn Acker>,
+    /// Wakes a waiting taker at the next deadline. Kept from wait to wait and moved
+    /// only when the deadline does (which, the expiry being a lower bound, is rarely):
+    /// a timer registered anew at every wait could wake a parked runtime thread each
+    /// time, to learn of a deadline half a minute away.
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl Drop for MemorySubscription {
@@ -515,9 +521,18 @@ impl Subscription for MemorySubscription {
                 match self.try_take() {
                     Ok(message) => return Ok(message),
                     Err(Some(wake)) => {
+                        let timer = match &mut self.timer {
+                            Some(timer) => {
+                                if timer.deadline() != wake {
+                                    timer.as_mut().reset(wake);
+                                }
+                                timer
+                            }
+                            None => self.timer.insert(Box::pin(tokio::time::sleep_until(wake))),
+                        };
                         tokio::select! {
                             _ = changed => {}
-                            _ = tokio::time::sleep_until(wake) => {}
+                            _ = timer.as_mut() => {}
                         }
                     }
                     Err(None) => changed.await,
@@ -609,6 +624,7 @@ impl Bus for MemoryBus {
                 durable: spec.durable.clone(),
                 holder,
                 acker,
+                timer: None,
             }) as Box<dyn Subscription>)
         })
     }

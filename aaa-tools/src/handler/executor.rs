@@ -1,17 +1,16 @@
 //! The executor: consumes requests and approval signals, runs calls, publishes
 //! outcomes.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 
 use super::call::{self, Call, Disposition};
-use super::core::{Core, Entry, TICKET, Ticket};
+use super::core::{Core, Entry, Ticket};
+use super::lanes::Lanes;
 use super::policy::PreCall;
 use super::{HandlerError, ToolConfig, ToolHandler, approval, guarded, records};
 use crate::args;
@@ -166,13 +165,16 @@ impl Executor {
     }
 }
 
+/// What a consumer receives.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(super) enum Kind {
+    /// Tool requests.
     Request,
+    /// Approval decisions.
     Signal,
 }
 
-/// Pulls messages while there is room, one task per message.
+/// Pulls messages while there is room and hands each to a lane.
 async fn consume(
     core: Arc<Core>,
     mut subscription: Box<dyn Subscription>,
@@ -180,9 +182,8 @@ async fn consume(
     kind: Kind,
 ) {
     let room = Arc::new(Semaphore::new(max_in_flight));
-    let mut tasks = JoinSet::new();
+    let mut lanes = Lanes::new(core.clone(), kind);
     loop {
-        while tasks.try_join_next().is_some() {}
         let slot = tokio::select! {
             slot = room.clone().acquire_owned() => match slot { Ok(s) => s, Err(_) => break },
             _ = core.stop.cancelled() => break,
@@ -196,24 +197,7 @@ async fn consume(
             _ = core.stop.cancelled() => break,
         };
         match message {
-            Ok(message) => {
-                let core = core.clone();
-                let ticket = Ticket::new(core.clone());
-                // Boxed: a call's state machine is large, and tokio copies a task's
-                // future whole when it spawns and finishes it. One box per kind: a
-                // request's box is not sized for a signal's larger state machine.
-                let fut: Pin<Box<dyn Future<Output = ()> + Send>> = match kind {
-                    Kind::Request => Box::pin(async move {
-                        handle_request(&core, message).await;
-                        drop(slot);
-                    }),
-                    Kind::Signal => Box::pin(async move {
-                        approval::handle_signal(&core, message).await;
-                        drop(slot);
-                    }),
-                };
-                tasks.spawn(TICKET.scope(ticket, fut));
-            }
+            Ok(message) => lanes.run(message, slot, Ticket::new(core.clone())),
             Err(error) => {
                 tracing::warn!(%error, "the bus failed to deliver; retrying in 1 s");
                 tokio::select! {
@@ -225,13 +209,16 @@ async fn consume(
     }
     // Graceful stop: running calls get the drain deadline; the rest stay unacked.
     let deadline = *core.drain.lock().unwrap_or_else(|p| p.into_inner());
-    let _ = tokio::time::timeout(deadline, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await;
-    tasks.abort_all();
-    while tasks.join_next().await.is_some() {}
+    lanes.drain(deadline).await;
     drop(subscription);
+}
+
+/// Handles one received message of `kind`.
+pub(super) async fn handle(kind: Kind, core: &Core, message: Message) {
+    match kind {
+        Kind::Request => handle_request(core, message).await,
+        Kind::Signal => approval::handle_signal(core, message).await,
+    }
 }
 
 /// Reads what a malformed request still tells: tenant, run, call id and name.

@@ -32,6 +32,7 @@ mod core;
 mod executor;
 mod fenced;
 mod guarded;
+mod lanes;
 mod lease;
 mod policy;
 mod records;
