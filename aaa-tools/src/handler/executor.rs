@@ -1,24 +1,18 @@
-//! The executor: consumes requests and approval signals, runs calls, publishes
-//! outcomes.
+//! The executor: one per engine, it consumes tool requests and approval signals and
+//! hands each message to a lane (the `lanes` module); what happens to a request is in
+//! the `request` module.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use super::call::{self, Call, Disposition};
-use super::core::{Core, Entry, Ticket};
-use super::lanes::Lanes;
-use super::policy::PreCall;
-use super::{HandlerError, ToolConfig, ToolHandler, approval, guarded, records};
-use crate::args;
-use crate::bus::{ConsumerSpec, Message, Subscription};
+use super::core::{Core, Ticket};
+use super::lanes::{Kind, Lanes};
+use super::{HandlerError, ToolConfig, ToolHandler, approval};
+use crate::bus::{ConsumerSpec, Subscription};
 use crate::engine::Engine;
-use crate::error::{ArgProblem, ToolArgsError};
-use crate::event::{FailureKind, Parsed, TOOL_REQUESTED, ToolRequested};
-use crate::ids::{CallId, RunId, TenantId};
 use crate::tool::Tool;
 
 /// The durable consumer of tool requests.
@@ -165,15 +159,6 @@ impl Executor {
     }
 }
 
-/// What a consumer receives.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
-    /// Tool requests.
-    Request,
-    /// Approval decisions.
-    Signal,
-}
-
 /// Pulls messages while there is room and hands each to a lane.
 async fn consume(
     core: Arc<Core>,
@@ -211,172 +196,4 @@ async fn consume(
     let deadline = *core.drain.lock().unwrap_or_else(|p| p.into_inner());
     lanes.drain(deadline).await;
     drop(subscription);
-}
-
-/// Handles one received message of `kind`.
-pub(super) async fn handle(kind: Kind, core: &Core, message: Message) {
-    match kind {
-        Kind::Request => handle_request(core, message).await,
-        Kind::Signal => approval::handle_signal(core, message).await,
-    }
-}
-
-/// Reads what a malformed request still tells: tenant, run, call id and name.
-fn salvage(payload: &[u8]) -> Option<Call> {
-    let raw: Value = serde_json::from_slice(payload).ok()?;
-    Some(Call {
-        tenant: TenantId::new(raw.get("aaatenant")?.as_str()?).ok()?,
-        run: RunId::new(raw.get("aaarunid")?.as_str()?).ok()?,
-        call_id: CallId::new(raw.pointer("/data/call_id")?.as_str()?).ok()?,
-        name: raw
-            .pointer("/data/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
-        meta: Map::new(),
-    })
-}
-
-async fn handle_request(core: &Core, message: Message) {
-    let parsed = Parsed::<ToolRequested>::from_payload(&message.payload);
-    let (tenant, run, request) = match parsed {
-        Ok(parsed) if parsed.kind == TOOL_REQUESTED => (parsed.tenant, parsed.run, parsed.data),
-        Ok(parsed) => {
-            let kind = parsed.kind;
-            tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
-            let _ = message.term().await;
-            return;
-        }
-        Err(error) => {
-            tracing::error!(subject = %message.subject, %error, "unreadable tool request; terminating it");
-            if let Some(call) = salvage(&message.payload) {
-                let text = format!("the request could not be read: {error}");
-                let outcome = call.failed(FailureKind::BadRequest, text, 0);
-                call::publish_outcome(core, &super::RetryPolicy::default(), &call, outcome).await;
-            }
-            let _ = message.term().await;
-            return;
-        }
-    };
-    let call = Call {
-        tenant,
-        run,
-        call_id: request.call_id,
-        name: request.name,
-        meta: request.meta,
-    };
-    let disposition = admit_and_run(core, &call, request.arguments, &message).await;
-    call::settle(&message, disposition).await;
-}
-
-/// Fails `call` with `kind` before any attempt: publishes the failure.
-async fn refuse(
-    core: &Core,
-    retry: &super::RetryPolicy,
-    call: &Call,
-    kind: FailureKind,
-    message: String,
-) -> Disposition {
-    let outcome = call.failed(kind, message, 0);
-    call::ack_if(call::publish_outcome(core, retry, call, outcome).await)
-}
-
-/// The checks before a call runs, then the run (or the approval request).
-async fn admit_and_run(
-    core: &Core,
-    call: &Call,
-    arguments: Value,
-    message: &Message,
-) -> Disposition {
-    let Some(entry) = core.entry(&call.name) else {
-        let text = core.unknown_tool_message(&call.name);
-        return refuse(
-            core,
-            &super::RetryPolicy::default(),
-            call,
-            FailureKind::UnknownTool,
-            text,
-        )
-        .await;
-    };
-    let retry = entry.handler.result_retry.clone();
-    let arguments = match checked_arguments(&entry, arguments) {
-        Ok(arguments) => arguments,
-        Err(error) => {
-            return refuse(core, &retry, call, FailureKind::BadArgs, error.to_string()).await;
-        }
-    };
-    let mut approval_reason = None;
-    let guards = &entry.handler.guards;
-    let decision = if guards.has_pre_checks() {
-        guards.check_before(&call.policy(&arguments))
-    } else {
-        PreCall::Allow
-    };
-    match decision {
-        PreCall::Allow => {}
-        PreCall::Reject(reason) => {
-            return refuse(core, &retry, call, FailureKind::Policy, reason).await;
-        }
-        PreCall::RequireApproval(reason) => approval_reason = Some(reason),
-    }
-    if message.delivery_count == 1 {
-        let store = &**core.engine.store();
-        match records::consume_budget(
-            store,
-            &entry.handler.guards,
-            &call.tenant,
-            &call.run,
-            &call.name,
-        )
-        .await
-        {
-            Ok(None) => {}
-            Ok(Some(reason)) => {
-                return refuse(core, &retry, call, FailureKind::Policy, reason).await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "the budget store failed; the request will be delivered again");
-                return Disposition::Nak;
-            }
-        }
-    }
-    if entry.config.requires_approval || approval_reason.is_some() {
-        // Boxed: the approval path is rare and would enlarge every call's task.
-        return Box::pin(approval::request_approval(
-            core,
-            &entry,
-            call,
-            arguments,
-            approval_reason,
-            message,
-        ))
-        .await;
-    }
-    guarded::run_call(core, &entry, call, arguments, message).await
-}
-
-/// The arguments as an object, parsed from text when a provider sent a string, within
-/// the size limit, checked against the schema.
-fn checked_arguments(entry: &Entry, arguments: Value) -> Result<Value, ToolArgsError> {
-    let limit = entry.handler.registry.max_args_bytes();
-    let name = entry.tool.name();
-    let arguments = match arguments {
-        Value::String(text) => entry.handler.registry.parse_args(name, &text)?,
-        Value::Null => Value::Object(Map::new()),
-        other => {
-            let len = args::json_len(&other);
-            if len > limit {
-                return Err(ToolArgsError::single(
-                    name,
-                    ArgProblem::ROOT,
-                    format!("are {len} bytes; the limit is {limit} bytes. Send less data"),
-                ));
-            }
-            other
-        }
-    };
-    let mut arguments = arguments;
-    entry.tool.normalize_and_check(&mut arguments)?;
-    Ok(arguments)
 }

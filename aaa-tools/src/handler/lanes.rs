@@ -27,8 +27,25 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::core::{Core, TICKET, Ticket};
-use super::executor::{Kind, handle};
+use super::{approval, request};
 use crate::bus::Message;
+
+/// What a consumer receives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// Tool requests.
+    Request,
+    /// Approval decisions.
+    Signal,
+}
+
+/// Handles one received message of `kind`.
+async fn handle(kind: Kind, core: &Core, message: Message) {
+    match kind {
+        Kind::Request => request::handle_request(core, message).await,
+        Kind::Signal => approval::handle_signal(core, message).await,
+    }
+}
 
 /// How long a lane may stay idle before it is let go.
 pub(super) const IDLE_FOR: Duration = Duration::from_secs(30);

@@ -36,6 +36,7 @@ mod lanes;
 mod lease;
 mod policy;
 mod records;
+mod request;
 mod retry;
 
 use std::collections::BTreeMap;
