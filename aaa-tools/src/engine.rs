@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use crate::bus::{Bus, BusError, MemoryBus, Stored};
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, Event, Parsed,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, Parsed,
     TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
@@ -401,6 +401,7 @@ impl RunHandle {
         };
         let engine = &self.inner.engine;
         let event = Draft::new(
+            DraftId::fresh(),
             TOOL_REQUESTED,
             engine.shared_source(),
             &self.inner.tenant,

@@ -17,7 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{
     Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
-    Subscription, subject_matches,
+    Subscription, subject_matches, tokens_match,
 };
 
 /// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
@@ -139,33 +139,9 @@ impl Filters {
             .zip(&self.shape)
             .any(|(filter, shape)| match shape {
                 Shape::Literal => filter == subject,
-                Shape::Closed => matches_from_end(filter.as_bytes(), subject.as_bytes()),
+                Shape::Closed => tokens_match(filter.rsplit('.'), subject.rsplit('.')),
                 Shape::Rest => subject_matches(filter, subject),
             })
-    }
-}
-
-/// [`subject_matches`] for a filter without `>`, comparing the last tokens first.
-fn matches_from_end(mut filter: &[u8], mut subject: &[u8]) -> bool {
-    loop {
-        let (filter_rest, wanted) = split_last_token(filter);
-        let (subject_rest, token) = split_last_token(subject);
-        if wanted != b"*" && wanted != token {
-            return false;
-        }
-        match (filter_rest, subject_rest) {
-            (Some(f), Some(s)) => (filter, subject) = (f, s),
-            (None, None) => return true,
-            _ => return false,
-        }
-    }
-}
-
-/// What comes before a subject's last dot, if any, and its last token.
-fn split_last_token(subject: &[u8]) -> (Option<&[u8]>, &[u8]) {
-    match subject.iter().rposition(|&b| b == b'.') {
-        Some(dot) => (Some(&subject[..dot]), &subject[dot + 1..]),
-        None => (None, subject),
     }
 }
 
@@ -454,18 +430,16 @@ impl MemorySubscription {
         };
 
         if consumer.expiry.is_some_and(|at| at <= now) {
-            let expired: Vec<u64> = consumer
-                .pending
-                .iter()
-                .filter(|(_, p)| p.deadline <= now)
-                .map(|(s, _)| *s)
-                .collect();
-            for seq in expired {
-                if let Some(p) = consumer.pending.remove(&seq) {
-                    consumer.redeliver.insert(seq, (p.deliveries, now));
+            let (redeliver, mut expiry) = (&mut consumer.redeliver, None::<Instant>);
+            consumer.pending.retain(|seq, p| {
+                if p.deadline <= now {
+                    redeliver.insert(*seq, (p.deliveries, now));
+                    return false;
                 }
-            }
-            consumer.expiry = consumer.pending.values().map(|p| p.deadline).min();
+                expiry = Some(expiry.map_or(p.deadline, |at| at.min(p.deadline)));
+                true
+            });
+            consumer.expiry = expiry;
         }
         let due = consumer
             .redeliver

@@ -462,31 +462,25 @@ const PLAIN_SUBJECT_BYTE: [bool; 256] = {
 
 /// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).
 ///
-/// Compares bytes token by token: every publish and delivery of a bus runs it.
+/// Every publish and delivery of a bus runs it.
 pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    let (mut filter, mut subject) = (filter.as_bytes(), subject.as_bytes());
+    tokens_match(filter.split('.'), subject.split('.'))
+}
+
+/// Whether the tokens of a filter match those of a subject, pair by pair: `*` matches
+/// any one token, `>` one or more, anything else itself. The tokens may come in either
+/// order ([`str::split`] or [`str::rsplit`]), as long as a `>` can only come last.
+pub(crate) fn tokens_match<'a>(
+    mut filter: impl Iterator<Item = &'a str>,
+    mut subject: impl Iterator<Item = &'a str>,
+) -> bool {
     loop {
-        let (wanted, filter_rest) = split_token(filter);
-        let (token, subject_rest) = split_token(subject);
-        if wanted == b">" {
-            return true;
-        }
-        if wanted != b"*" && wanted != token {
-            return false;
-        }
-        match (filter_rest, subject_rest) {
-            (Some(f), Some(s)) => (filter, subject) = (f, s),
+        match (filter.next(), subject.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some(wanted), Some(token)) if wanted == "*" || wanted == token => {}
             (None, None) => return true,
             _ => return false,
         }
-    }
-}
-
-/// The first token of a subject and what follows its dot, if any.
-fn split_token(subject: &[u8]) -> (&[u8], Option<&[u8]>) {
-    match subject.iter().position(|&b| b == b'.') {
-        Some(dot) => (&subject[..dot], Some(&subject[dot + 1..])),
-        None => (subject, None),
     }
 }
 

@@ -160,8 +160,9 @@ impl DraftId {
 }
 
 impl<T: Serialize> Draft<T> {
-    /// A new event of `kind` for a run, with a fresh id and the current time.
+    /// A new event of `kind` for a run, with the id given and the current time.
     pub(crate) fn new(
+        id: DraftId,
         kind: impl Into<Cow<'static, str>>,
         source: &Arc<str>,
         tenant: &TenantId,
@@ -171,7 +172,7 @@ impl<T: Serialize> Draft<T> {
     ) -> Self {
         Draft {
             specversion: "1.0",
-            id: DraftId::fresh(),
+            id,
             source: source.clone(),
             kind: kind.into(),
             time: SystemTime::now(),
@@ -338,10 +339,19 @@ mod tests {
             attempt: 1,
         };
         let source: Arc<str> = Arc::from("src");
-        let draft = Draft::new(TOOL_COMPLETED, &source, &tenant, &run, Some(&call), &data);
+        let draft = Draft::new(
+            DraftId::fresh(),
+            TOOL_COMPLETED,
+            &source,
+            &tenant,
+            &run,
+            Some(&call),
+            &data,
+        );
         // The hand-written envelope is what serde writes for the same draft.
         assert_eq!(draft.to_bytes(), serde_json::to_vec(&draft).unwrap());
         let odd = Draft::new(
+            DraftId::fresh(),
             "a\"b\\c\u{1}é",
             &source,
             &tenant,
@@ -393,7 +403,15 @@ mod tests {
             attempt: 1,
         };
         let source: Arc<str> = Arc::from("src");
-        let draft = Draft::new(TOOL_COMPLETED, &source, &tenant, &run, Some(&call), data);
+        let draft = Draft::new(
+            DraftId::fresh(),
+            TOOL_COMPLETED,
+            &source,
+            &tenant,
+            &run,
+            Some(&call),
+            data,
+        );
         let expected = draft.to_bytes();
         let payload = draft.into_payload();
         let parsed = Parsed::<ToolCompleted>::from_payload(&payload).unwrap();

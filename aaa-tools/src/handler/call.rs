@@ -79,19 +79,19 @@ impl Call {
         kind: impl Into<Cow<'static, str>>,
         data: T,
     ) -> Draft<T> {
-        let mut event = self.draft(core, kind, data);
-        event.id = DraftId::Named(outcome_id(self));
-        event
+        self.draft(core, DraftId::Named(outcome_id(self)), kind, data)
     }
 
-    /// An event of `kind` about this call, to send.
+    /// An event of `kind` about this call, to send, with the id given.
     pub(super) fn draft<T: serde::Serialize>(
         &self,
         core: &Core,
+        id: DraftId,
         kind: impl Into<Cow<'static, str>>,
         data: T,
     ) -> Draft<T> {
         Draft::new(
+            id,
             kind,
             core.engine.shared_source(),
             &self.tenant,
@@ -220,7 +220,7 @@ pub(super) async fn emit_fact(
     kind: &'static str,
     data: impl serde::Serialize + Send + Sync + 'static,
 ) {
-    let event = call.draft(core, kind, data);
+    let event = call.draft(core, DraftId::fresh(), kind, data);
     let subject = event.bus_subject();
     if let Err(error) = core
         .engine
@@ -239,7 +239,7 @@ pub(super) async fn publish_fact(
     kind: &'static str,
     data: impl serde::Serialize + Send + Sync + 'static,
 ) {
-    let event = call.draft(core, kind, data);
+    let event = call.draft(core, DraftId::fresh(), kind, data);
     publish(core, &RetryPolicy::default(), event).await;
 }
 

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::FutureExt;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -93,42 +94,39 @@ impl Lanes {
     pub(super) fn run(&mut self, message: Message, slot: OwnedSemaphorePermit, ticket: Ticket) {
         // Lanes that ended (let go, or aborted) leave their results here.
         while self.tasks.try_join_next().is_some() {}
-        let (mailbox, inbox) = match self.take_idle() {
-            Some(mailbox) => (mailbox, None),
-            None => {
-                let (mailbox, inbox) = mpsc::channel(1);
-                (mailbox, Some(inbox))
-            }
+        let Some(mailbox) = self.take_idle() else {
+            return self.start(message, slot, ticket);
         };
-        let mut job = Job {
+        let job = Job {
+            message,
+            slot,
+            ticket,
+            mailbox: mailbox.clone(),
+        };
+        // An idle lane's mailbox is empty and its lane waits on it; should the lane be
+        // gone all the same, the message goes to a new lane.
+        if let Err(TrySendError::Full(job) | TrySendError::Closed(job)) = mailbox.try_send(job) {
+            self.start(job.message, job.slot, job.ticket);
+        }
+    }
+
+    /// Starts a lane with `message` as its first.
+    fn start(&mut self, message: Message, slot: OwnedSemaphorePermit, ticket: Ticket) {
+        let (mailbox, inbox) = mpsc::channel(1);
+        let first = Job {
             message,
             slot,
             ticket,
             mailbox,
         };
-        let inbox = match inbox {
-            Some(inbox) => inbox,
-            None => match job.mailbox.clone().try_send(job) {
-                Ok(()) => return,
-                // An idle lane's mailbox is empty and its lane waits on it; should the
-                // lane be gone all the same, the message goes to a new lane.
-                Err(
-                    mpsc::error::TrySendError::Full(back) | mpsc::error::TrySendError::Closed(back),
-                ) => {
-                    job = back;
-                    let (mailbox, inbox) = mpsc::channel(1);
-                    job.mailbox = mailbox;
-                    inbox
-                }
-            },
-        };
-        self.tasks.spawn(lane(
+        let lane = lane(
             self.core.clone(),
             self.kind,
             self.idle.clone(),
             inbox,
-            job,
-        ));
+            first,
+        );
+        self.tasks.spawn(lane);
     }
 
     /// The most recently idle lane's mailbox, letting go of one lane idle too long.
