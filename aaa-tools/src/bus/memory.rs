@@ -17,7 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{
     Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
-    Subscription, subject_matches, tokens_match,
+    Subscription, is_dot, subject_matches, tokens_match,
 };
 
 /// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
@@ -139,7 +139,10 @@ impl Filters {
             .zip(&self.shape)
             .any(|(filter, shape)| match shape {
                 Shape::Literal => filter == subject,
-                Shape::Closed => tokens_match(filter.rsplit('.'), subject.rsplit('.')),
+                Shape::Closed => tokens_match(
+                    filter.as_bytes().rsplit(is_dot),
+                    subject.as_bytes().rsplit(is_dot),
+                ),
                 Shape::Rest => subject_matches(filter, subject),
             })
     }

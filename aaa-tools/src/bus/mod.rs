@@ -464,20 +464,32 @@ const PLAIN_SUBJECT_BYTE: [bool; 256] = {
 ///
 /// Every publish and delivery of a bus runs it.
 pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    tokens_match(filter.split('.'), subject.split('.'))
+    tokens_match(
+        filter.as_bytes().split(is_dot),
+        subject.as_bytes().split(is_dot),
+    )
+}
+
+/// The separator of a subject's tokens.
+pub(crate) fn is_dot(byte: &u8) -> bool {
+    *byte == b'.'
 }
 
 /// Whether the tokens of a filter match those of a subject, pair by pair: `*` matches
 /// any one token, `>` one or more, anything else itself. The tokens may come in either
-/// order ([`str::split`] or [`str::rsplit`]), as long as a `>` can only come last.
+/// order (`split` or `rsplit` by [`is_dot`]), as long as a `>` can only come last.
+///
+/// Tokens are byte slices: splitting bytes by a predicate is a plain scan, where
+/// splitting a `str` by a `char` goes through a general searcher, about twice the
+/// instructions on the embedded bus's publish path.
 pub(crate) fn tokens_match<'a>(
-    mut filter: impl Iterator<Item = &'a str>,
-    mut subject: impl Iterator<Item = &'a str>,
+    mut filter: impl Iterator<Item = &'a [u8]>,
+    mut subject: impl Iterator<Item = &'a [u8]>,
 ) -> bool {
     loop {
         match (filter.next(), subject.next()) {
-            (Some(">"), Some(_)) => return true,
-            (Some(wanted), Some(token)) if wanted == "*" || wanted == token => {}
+            (Some(b">"), Some(_)) => return true,
+            (Some(wanted), Some(token)) if wanted == b"*" || wanted == token => {}
             (None, None) => return true,
             _ => return false,
         }
