@@ -12,11 +12,26 @@
 //! Each is measured at 1 call in flight (latency) and at 64 in flight (throughput).
 //! After the criterion groups, a summary measures every path again with a plain timed
 //! loop, in rounds that alternate between the paths, and prints a table with the
-//! engine's ratios against the others. The bench only
-//! measures and prints; it never asserts a time.
-
+//! engine's ratios against the others. The bench only measures and prints; it never
+//! asserts a time.
+//!
+//! ## Where the caller runs
+//!
+//! The paths that send messages (rmcp duplex, the engine) hand each call to tasks on
+//! the runtime and wait for the answer, so their latency depends on where the caller
+//! itself runs ([`Caller`]):
+//!
+//! - **as a task on the runtime**, as an agent loop does when it is spawned or serves
+//!   a request: a hand-off between tasks on one worker costs no thread wake-up. The
+//!   criterion groups, the summary's main columns and the targets use this placement.
+//! - **outside the runtime**, in `Runtime::block_on` (synchronous code, or the body of
+//!   `#[tokio::main]`): every call then wakes a worker thread and is woken back, and
+//!   on a virtual machine where a wake-up costs tens of microseconds this fixed cost
+//!   is most of the latency of both messaging paths. The summary prints these figures
+//!   too, with the same ratio against rmcp duplex.
 use std::cell::Cell;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aaa_tools::{
@@ -293,79 +308,119 @@ fn runtime() -> Runtime {
         .expect("tokio runtime")
 }
 
-/// The criterion groups: latency at 1 in flight, throughput at 64.
-fn criterion_groups(c: &mut Criterion, rt: &Runtime) {
-    let mut group = c.benchmark_group("dispatch/1_in_flight");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(1));
-    for kind in Kind::ALL {
-        let subject = rt.block_on(Subject::new(kind));
-        let next = Cell::new(0_i64);
-        let subject_ref = &subject;
-        group.bench_function(kind.name(), |b| {
-            b.to_async(rt).iter(|| {
-                let i = next.get();
-                next.set(i + 1);
-                subject_ref.call(i)
-            })
-        });
-        rt.block_on(subject.close());
-    }
-    group.finish();
-
-    let mut group = c.benchmark_group("dispatch/64_in_flight");
-    group
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_secs(2))
-        .throughput(Throughput::Elements(IN_FLIGHT as u64));
-    for kind in Kind::ALL {
-        let subject = rt.block_on(Subject::new(kind));
-        let next = Cell::new(0_i64);
-        let subject_ref = &subject;
-        group.bench_function(kind.name(), |b| {
-            b.to_async(rt).iter(|| {
-                let i = next.get();
-                next.set(i + IN_FLIGHT as i64);
-                subject_ref.batch(i)
-            })
-        });
-        rt.block_on(subject.close());
-    }
-    group.finish();
+/// Where the measuring loop runs: see the module docs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    /// A task spawned on the runtime, like an agent loop.
+    Task,
+    /// `Runtime::block_on` on a thread outside the runtime.
+    Outside,
 }
 
-/// Seconds per unit of work over one timed round of `length`.
-fn timed_round(
+/// How long a timed loop runs.
+#[derive(Clone, Copy)]
+enum Span {
+    /// This many calls (or batches).
+    Rounds(u64),
+    /// Chunks of 16 calls (or batches) until this much time has passed.
+    AtLeast(Duration),
+}
+
+/// Makes calls (or batches of `IN_FLIGHT`, with `batch`) one after another from `first`
+/// on, for `span`, from where `caller` says; returns the time they took and how many.
+fn timed_calls(
     rt: &Runtime,
-    subject: &Subject,
+    subject: &Arc<Subject>,
+    caller: Caller,
     batch: bool,
-    next: &mut i64,
-    length: Duration,
-) -> f64 {
-    rt.block_on(async {
-        let mut step = async || {
-            let i = *next;
+    first: i64,
+    span: Span,
+) -> (Duration, u64) {
+    let subject = subject.clone();
+    let calls = async move {
+        let step = if batch { IN_FLIGHT as i64 } else { 1 };
+        let mut next = first;
+        let mut one = async || {
+            let i = next;
+            next += step;
             if batch {
-                *next += IN_FLIGHT as i64;
                 black_box(subject.batch(i).await);
             } else {
-                *next += 1;
                 black_box(subject.call(i).await);
             }
         };
         let start = Instant::now();
-        let mut units = 0_u64;
-        while start.elapsed() < length {
-            for _ in 0..16 {
-                step().await;
+        match span {
+            Span::Rounds(rounds) => {
+                for _ in 0..rounds {
+                    one().await;
+                }
+                (start.elapsed(), rounds)
             }
-            units += 16;
+            Span::AtLeast(length) => {
+                let mut rounds = 0;
+                while start.elapsed() < length {
+                    for _ in 0..16 {
+                        one().await;
+                    }
+                    rounds += 16;
+                }
+                (start.elapsed(), rounds)
+            }
         }
-        start.elapsed().as_secs_f64() / units as f64
-    })
+    };
+    match caller {
+        Caller::Task => rt.block_on(async { tokio::spawn(calls).await.expect("calls") }),
+        Caller::Outside => rt.block_on(calls),
+    }
+}
+
+/// The criterion groups: latency at 1 in flight, throughput at 64, the caller a task.
+fn criterion_groups(c: &mut Criterion, rt: &Runtime) {
+    for batch in [false, true] {
+        let mut group = if batch {
+            let mut group = c.benchmark_group("dispatch/64_in_flight");
+            group
+                .measurement_time(Duration::from_secs(2))
+                .throughput(Throughput::Elements(IN_FLIGHT as u64));
+            group
+        } else {
+            let mut group = c.benchmark_group("dispatch/1_in_flight");
+            group.measurement_time(Duration::from_secs(1));
+            group
+        };
+        group
+            .sample_size(10)
+            .warm_up_time(Duration::from_millis(300));
+        for kind in Kind::ALL {
+            let subject = Arc::new(rt.block_on(Subject::new(kind)));
+            let next = Cell::new(0_i64);
+            group.bench_function(kind.name(), |b| {
+                b.iter_custom(|rounds| {
+                    let first = next.get();
+                    let step = if batch { IN_FLIGHT as u64 } else { 1 };
+                    next.set(first + (rounds * step) as i64);
+                    timed_calls(
+                        rt,
+                        &subject,
+                        Caller::Task,
+                        batch,
+                        first,
+                        Span::Rounds(rounds),
+                    )
+                    .0
+                })
+            });
+            close(rt, subject);
+        }
+        group.finish();
+    }
+}
+
+/// Closes a subject no round holds any more.
+fn close(rt: &Runtime, subject: Arc<Subject>) {
+    let subject = Arc::into_inner(subject).expect("no round holds the subject");
+    rt.block_on(subject.close());
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -373,13 +428,22 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// One row of the summary.
+/// What the summary measures of a path, from one caller placement.
+#[derive(Clone, Copy, Default)]
 struct Figures {
-    kind: Kind,
     /// Seconds per call, 1 in flight.
     latency: f64,
     /// Calls per second, 64 in flight.
     throughput: f64,
+}
+
+/// One row of the summary.
+struct Row {
+    kind: Kind,
+    /// The caller a task on the runtime.
+    task: Figures,
+    /// The caller outside the runtime, in `block_on`.
+    outside: Figures,
 }
 
 fn format_latency(seconds: f64) -> String {
@@ -406,37 +470,51 @@ fn format_rate(per_second: f64) -> String {
 /// subject (an engine's log grows with every call, and a heap holding it slows every
 /// path's allocations).
 fn summary(rt: &Runtime) {
-    let measure = |kind: Kind, batch: bool| {
-        let subject = rt.block_on(Subject::new(kind));
-        let mut next = 0_i64;
+    let measure = |kind: Kind, caller: Caller, batch: bool| {
+        let subject = Arc::new(rt.block_on(Subject::new(kind)));
         // Warm the fresh subject up (connections, caches, the allocator) first.
-        timed_round(rt, &subject, batch, &mut next, WARM_UP);
-        let seconds = timed_round(rt, &subject, batch, &mut next, SUMMARY_ROUND);
-        rt.block_on(subject.close());
-        seconds
+        let (_, warm) = timed_calls(rt, &subject, caller, batch, 0, Span::AtLeast(WARM_UP));
+        let step = if batch { IN_FLIGHT as i64 } else { 1 };
+        let span = Span::AtLeast(SUMMARY_ROUND);
+        let (elapsed, rounds) = timed_calls(rt, &subject, caller, batch, warm as i64 * step, span);
+        close(rt, subject);
+        elapsed.as_secs_f64() / rounds as f64
     };
-    let mut latencies = vec![Vec::new(); Kind::ALL.len()];
-    let mut per_batch = vec![Vec::new(); Kind::ALL.len()];
+    // Per path and placement: seconds per call, and per batch, one entry per round.
+    let mut samples = vec![[(); 4].map(|()| Vec::new()); Kind::ALL.len()];
+    let modes = [
+        (Caller::Task, false),
+        (Caller::Task, true),
+        (Caller::Outside, false),
+        (Caller::Outside, true),
+    ];
     // The first round warms up and is not counted.
     for round in 0..=SUMMARY_ROUNDS {
         for (i, &kind) in Kind::ALL.iter().enumerate() {
-            let (latency, batch) = (measure(kind, false), measure(kind, true));
-            if round > 0 {
-                latencies[i].push(latency);
-                per_batch[i].push(batch);
+            for (m, &(caller, batch)) in modes.iter().enumerate() {
+                let seconds = measure(kind, caller, batch);
+                if round > 0 {
+                    samples[i][m].push(seconds);
+                }
             }
         }
     }
-    let rows: Vec<Figures> = Kind::ALL
+    let rows: Vec<Row> = Kind::ALL
         .iter()
-        .enumerate()
-        .map(|(i, &kind)| Figures {
+        .zip(samples)
+        .map(|(&kind, [call, batch, call_outside, batch_outside])| Row {
             kind,
-            latency: median(std::mem::take(&mut latencies[i])),
-            throughput: IN_FLIGHT as f64 / median(std::mem::take(&mut per_batch[i])),
+            task: Figures {
+                latency: median(call),
+                throughput: IN_FLIGHT as f64 / median(batch),
+            },
+            outside: Figures {
+                latency: median(call_outside),
+                throughput: IN_FLIGHT as f64 / median(batch_outside),
+            },
         })
         .collect();
-    let figures = |kind: Kind| {
+    let row = |kind: Kind| {
         rows.iter()
             .find(|row| row.kind == kind)
             .expect("every kind is measured")
@@ -447,20 +525,29 @@ fn summary(rt: &Runtime) {
         "dispatch summary (median of {SUMMARY_ROUNDS} alternating rounds of {} ms each)",
         SUMMARY_ROUND.as_millis()
     );
-    println!("{:<34} {:>14} {:>16}", "path", "latency @1", "calls/s @64");
+    println!(
+        "{:<34} {:>31} {:>31}",
+        "", "caller a task on the runtime", "caller outside (block_on)"
+    );
+    println!(
+        "{:<34} {:>14} {:>16} {:>14} {:>16}",
+        "path", "latency @1", "calls/s @64", "latency @1", "calls/s @64"
+    );
     for row in &rows {
         println!(
-            "{:<34} {:>14} {:>16}",
+            "{:<34} {:>14} {:>16} {:>14} {:>16}",
             row.kind.label(),
-            format_latency(row.latency),
-            format_rate(row.throughput)
+            format_latency(row.task.latency),
+            format_rate(row.task.throughput),
+            format_latency(row.outside.latency),
+            format_rate(row.outside.throughput)
         );
     }
-    let engine = figures(Kind::Engine);
+    let engine = row(Kind::Engine);
     println!();
     println!(
-        "{:<34} {:>14} {:>16}",
-        "engine vs", "latency ×", "throughput ×"
+        "{:<34} {:>14} {:>16} {:>14} {:>16}",
+        "engine vs", "latency ×", "throughput ×", "latency ×", "throughput ×"
     );
     for kind in [
         Kind::Direct,
@@ -468,27 +555,34 @@ fn summary(rt: &Runtime) {
         Kind::RmcpRouter,
         Kind::RmcpDuplex,
     ] {
-        let other = figures(kind);
+        let other = row(kind);
         println!(
-            "{:<34} {:>14.2} {:>16.3}",
+            "{:<34} {:>14.2} {:>16.3} {:>14.2} {:>16.3}",
             format!("engine/{}", kind.name()),
-            engine.latency / other.latency,
-            engine.throughput / other.throughput
+            engine.task.latency / other.task.latency,
+            engine.task.throughput / other.task.throughput,
+            engine.outside.latency / other.outside.latency,
+            engine.outside.throughput / other.outside.throughput
         );
     }
-    let unguarded = figures(Kind::EngineUnguarded);
+    let unguarded = row(Kind::EngineUnguarded);
     println!();
     println!(
         "guard cost: guarded/unguarded latency {:.2}×, throughput {:.2}× (target: throughput ≥ 0.70×)",
-        engine.latency / unguarded.latency,
-        engine.throughput / unguarded.throughput
+        engine.task.latency / unguarded.task.latency,
+        engine.task.throughput / unguarded.task.throughput
     );
-    let duplex = figures(Kind::RmcpDuplex);
+    let duplex = row(Kind::RmcpDuplex);
     println!();
     println!(
-        "targets vs rmcp-duplex: latency ≤ 0.50× (is {:.2}×), throughput ≥ 2.00× (is {:.2}×)",
-        engine.latency / duplex.latency,
-        engine.throughput / duplex.throughput
+        "targets vs rmcp-duplex, the caller a task: latency ≤ 0.50× (is {:.2}×), throughput ≥ 2.00× (is {:.2}×)",
+        engine.task.latency / duplex.task.latency,
+        engine.task.throughput / duplex.task.throughput
+    );
+    println!(
+        "the same from outside the runtime: latency {:.2}×, throughput {:.2}× (each call also pays two thread wake-ups)",
+        engine.outside.latency / duplex.outside.latency,
+        engine.outside.throughput / duplex.outside.throughput
     );
 }
 

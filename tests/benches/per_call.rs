@@ -14,8 +14,8 @@
 //!
 //! Run plainly (`cargo bench -p aaa-tests --bench per_call`), it prints calls per second
 //! with the guard on and off. `--threads N` runs the engine on a multi-thread runtime with
-//! `N` workers instead, the caller in `block_on` as in `dispatch`: the difference to one
-//! thread is what thread wake-ups cost. Without `--bench` (as under `cargo test --benches`) it
+//! `N` workers instead, the caller in `block_on` as in `dispatch`'s columns for a caller
+//! outside the runtime: the difference to one thread is what thread wake-ups cost. Without `--bench` (as under `cargo test --benches`) it
 //! runs a few calls and checks their sums.
 
 use std::time::Instant;
@@ -36,7 +36,8 @@ struct Settings {
     /// `None`: both, one after the other.
     guard: Option<bool>,
     /// `None`: a current-thread runtime; `Some(n)`: a multi-thread runtime with `n`
-    /// workers, the caller in `block_on` (as in `dispatch`).
+    /// workers, the caller in `block_on` (as `dispatch` measures a caller outside the
+    /// runtime).
     threads: Option<usize>,
 }
 
