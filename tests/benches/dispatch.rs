@@ -568,9 +568,11 @@ fn summary(rt: &Runtime) {
     let unguarded = row(Kind::EngineUnguarded);
     println!();
     println!(
-        "guard cost: guarded/unguarded latency {:.2}×, throughput {:.2}× (target: throughput ≥ 0.70×)",
+        "guard cost, guarded/unguarded (target: throughput ≥ 0.70×): the caller a task: latency {:.2}×, throughput {:.2}×; from outside: latency {:.2}×, throughput {:.2}×",
         engine.task.latency / unguarded.task.latency,
-        engine.task.throughput / unguarded.task.throughput
+        engine.task.throughput / unguarded.task.throughput,
+        engine.outside.latency / unguarded.outside.latency,
+        engine.outside.throughput / unguarded.outside.throughput
     );
     let duplex = row(Kind::RmcpDuplex);
     println!();
