@@ -193,19 +193,24 @@ impl Engine {
 
 /// A fresh run id.
 pub fn new_run_id() -> RunId {
-    RunId::new(fresh_id("run-")).expect("a uuid is a valid id")
+    fresh_id("run-", |text| RunId::new(text))
 }
 
 /// A fresh call id.
 pub fn new_call_id() -> CallId {
-    CallId::new(fresh_id("call-")).expect("a uuid is a valid id")
+    fresh_id("call-", |text| CallId::new(text))
 }
 
-/// `prefix` followed by a random UUID in simple form (32 hex digits).
-fn fresh_id(prefix: &str) -> String {
-    let mut buffer = uuid::Uuid::encode_buffer();
-    let uuid = crate::event::fast_uuid().simple().encode_lower(&mut buffer);
-    crate::ids::concat(&[prefix, uuid])
+/// `prefix` followed by a random UUID in simple form (32 hex digits), written on the
+/// stack: the id type copies it once into its shared text.
+fn fresh_id<T>(prefix: &str, id: impl FnOnce(&str) -> Result<T, IdError>) -> T {
+    let mut text = [0_u8; 40];
+    let (head, tail) = text.split_at_mut(prefix.len());
+    head.copy_from_slice(prefix.as_bytes());
+    let uuid = crate::event::fast_uuid().simple().encode_lower(tail);
+    let len = prefix.len() + uuid.len();
+    let text = std::str::from_utf8(&text[..len]).expect("a prefix and hex digits are text");
+    id(text).expect("a uuid is a valid id")
 }
 
 /// One tool call of a model turn.

@@ -107,6 +107,10 @@ impl Core {
 
     pub(super) fn pool(&self, name: &str) -> Arc<Semaphore> {
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        // Every call looks its pool up; the name is copied only for a new pool.
+        if let Some(pool) = pools.get(name) {
+            return pool.clone();
+        }
         pools
             .entry(name.to_owned())
             .or_insert_with(|| Arc::new(Semaphore::new(super::DEFAULT_POOL_SIZE)))
