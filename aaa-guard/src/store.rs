@@ -208,10 +208,8 @@ impl GuardStore for MemoryStore {
                         keys.insert(shared.clone());
                     }
                     None => {
-                        m.groups
-                            .entry(group.to_owned())
-                            .or_default()
-                            .insert(shared.clone());
+                        let keys = HashSet::from_iter([shared.clone()]);
+                        m.groups.insert(group.to_owned(), keys);
                     }
                 }
                 m.records.insert(shared, Entry { value, revision });

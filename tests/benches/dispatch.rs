@@ -326,6 +326,11 @@ enum Span {
     AtLeast(Duration),
 }
 
+/// The calls one round makes: one, or a batch of `IN_FLIGHT`.
+fn calls_per_round(batch: bool) -> i64 {
+    if batch { IN_FLIGHT as i64 } else { 1 }
+}
+
 /// Makes calls (or batches of `IN_FLIGHT`, with `batch`) one after another from `first`
 /// on, for `span`, from where `caller` says; returns the time they took and how many.
 fn timed_calls(
@@ -338,7 +343,7 @@ fn timed_calls(
 ) -> (Duration, u64) {
     let subject = subject.clone();
     let calls = async move {
-        let step = if batch { IN_FLIGHT as i64 } else { 1 };
+        let step = calls_per_round(batch);
         let mut next = first;
         let mut one = async || {
             let i = next;
@@ -398,8 +403,7 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime) {
             group.bench_function(kind.name(), |b| {
                 b.iter_custom(|rounds| {
                     let first = next.get();
-                    let step = if batch { IN_FLIGHT as u64 } else { 1 };
-                    next.set(first + (rounds * step) as i64);
+                    next.set(first + rounds as i64 * calls_per_round(batch));
                     timed_calls(
                         rt,
                         &subject,
@@ -474,9 +478,9 @@ fn summary(rt: &Runtime) {
         let subject = Arc::new(rt.block_on(Subject::new(kind)));
         // Warm the fresh subject up (connections, caches, the allocator) first.
         let (_, warm) = timed_calls(rt, &subject, caller, batch, 0, Span::AtLeast(WARM_UP));
-        let step = if batch { IN_FLIGHT as i64 } else { 1 };
+        let first = warm as i64 * calls_per_round(batch);
         let span = Span::AtLeast(SUMMARY_ROUND);
-        let (elapsed, rounds) = timed_calls(rt, &subject, caller, batch, warm as i64 * step, span);
+        let (elapsed, rounds) = timed_calls(rt, &subject, caller, batch, first, span);
         close(rt, subject);
         elapsed.as_secs_f64() / rounds as f64
     };

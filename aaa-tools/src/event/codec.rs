@@ -325,8 +325,9 @@ mod tests {
     use crate::event::{TOOL_COMPLETED, ToolCompleted};
     use serde_json::{Value, json};
 
-    #[test]
-    fn drafts_are_events_and_parse_in_one_pass() {
+    /// A `tool.completed` draft for call `c-1` of run `run-1` with `result`, its run
+    /// and its data.
+    fn completed_draft(result: Value) -> (RunId, ToolCompleted, Draft<ToolCompleted>) {
         let (tenant, run, call) = (
             TenantId::default(),
             RunId::new("run-1").unwrap(),
@@ -335,7 +336,7 @@ mod tests {
         let data = ToolCompleted {
             call_id: call.clone(),
             name: "add".into(),
-            result: json!(5),
+            result,
             attempt: 1,
         };
         let source: Arc<str> = Arc::from("src");
@@ -346,15 +347,21 @@ mod tests {
             &tenant,
             &run,
             Some(&call),
-            &data,
+            data.clone(),
         );
+        (run, data, draft)
+    }
+
+    #[test]
+    fn drafts_are_events_and_parse_in_one_pass() {
+        let (run, data, draft) = completed_draft(json!(5));
         // The hand-written envelope is what serde writes for the same draft.
         assert_eq!(draft.to_bytes(), serde_json::to_vec(&draft).unwrap());
         let odd = Draft::new(
             DraftId::fresh(),
             "a\"b\\c\u{1}é",
-            &source,
-            &tenant,
+            &Arc::from("src"),
+            &TenantId::default(),
             &run,
             None,
             json!({"k": [1]}),
@@ -391,27 +398,7 @@ mod tests {
 
     #[test]
     fn a_draft_in_a_payload_is_read_back_unwritten() {
-        let (tenant, run, call) = (
-            TenantId::default(),
-            RunId::new("run-1").unwrap(),
-            CallId::new("c-1").unwrap(),
-        );
-        let data = ToolCompleted {
-            call_id: call.clone(),
-            name: "add".into(),
-            result: json!({"sum": 5}),
-            attempt: 1,
-        };
-        let source: Arc<str> = Arc::from("src");
-        let draft = Draft::new(
-            DraftId::fresh(),
-            TOOL_COMPLETED,
-            &source,
-            &tenant,
-            &run,
-            Some(&call),
-            data,
-        );
+        let (run, _, draft) = completed_draft(json!({"sum": 5}));
         let expected = draft.to_bytes();
         let payload = draft.into_payload();
         let parsed = Parsed::<ToolCompleted>::from_payload(&payload).unwrap();

@@ -166,16 +166,8 @@ async fn lane(
     mut inbox: mpsc::Receiver<Job>,
     first: Job,
 ) {
-    let mut next = Some(first);
+    let mut job = first;
     loop {
-        let job = match next.take() {
-            Some(job) => job,
-            None => match inbox.recv().await {
-                Some(job) => job,
-                // Let go: its mailbox was dropped.
-                None => return,
-            },
-        };
         let Job {
             message,
             slot,
@@ -200,6 +192,11 @@ async fn lane(
         // Idle before the room is given back: the consumer, once it has the room,
         // finds this lane idle instead of starting another.
         drop(slot);
+        job = match inbox.recv().await {
+            Some(next) => next,
+            // Let go: its mailbox was dropped.
+            None => return,
+        };
     }
 }
 
