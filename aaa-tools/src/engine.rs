@@ -88,6 +88,8 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// An engine on a fresh [`MemoryBus`] and [`MemoryStore`]: everything in this process.
+    /// The bus keeps its default [`Retention`](crate::bus::Retention); build the engine
+    /// with [`Engine::new`] over [`MemoryBus::with_retention`] to keep more or less.
     pub fn embedded() -> Engine {
         Engine::new(MemoryBus::new(), MemoryStore::new())
     }
@@ -396,7 +398,13 @@ impl RunHandle {
     }
 
     /// Requests a call; returns its call id without waiting.
+    ///
+    /// The handle follows its run's outcomes from its first request on, so
+    /// [`outcome`](Self::outcome) finds this call's outcome however long after it is
+    /// asked, even once the bus no longer holds the fact (see
+    /// [`Retention`](crate::bus::Retention)).
     pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
+        self.watcher().await?;
         let call_id = call.call_id.unwrap_or_else(new_call_id);
         let data = ToolRequested {
             call_id: call_id.clone(),
@@ -451,6 +459,11 @@ impl RunHandle {
     }
 
     /// Waits for the outcome of `call_id` (which may already have arrived).
+    ///
+    /// The handle keeps every outcome of its run that it has seen for as long as it
+    /// lives, so asking twice gives the same outcome. A call requested through another
+    /// handle (or another process) is found while the bus still holds its outcome: on
+    /// the embedded bus, within its [`Retention`](crate::bus::Retention).
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
         let watcher = self.watcher().await?;
         let receiver = {

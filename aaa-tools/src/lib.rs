@@ -84,6 +84,13 @@
 //! - Outcome facts carry a message id derived from the call, so a republished outcome
 //!   is dropped by the bus's de-duplication window; a run handle takes a call's first
 //!   outcome as its outcome.
+//! - The embedded bus is bounded by default (a [`Retention`](bus::Retention) of 100 000
+//!   messages, JetStream-like limits), so a long-running embedded engine's log levels
+//!   off; unlike a JetStream stream's limits, a message a consumer has not settled or a
+//!   live replay has not read is never removed. A [`RunHandle`] follows its run's
+//!   outcomes from its first request, so its own calls' outcomes never depend on the
+//!   log still holding them. The [`MemoryStore`] still keeps every call's record for the
+//!   life of the process (about half a kilobyte per guarded call).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -16,8 +16,8 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
 use super::{
-    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
-    Subscription, is_dot, subject_matches, tokens_match,
+    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Retention,
+    Stored, Subscription, is_dot, subject_matches, tokens_match,
 };
 
 /// The embedded, in-process [`Bus`], with the semantics of a JetStream stream and its
@@ -32,11 +32,13 @@ use super::{
 /// term wakes nobody (nothing becomes deliverable by it): every needless wake-up costs
 /// a call a task switch, often onto another thread.
 ///
-/// The log lives in memory for the life of the bus: this is the embedded default for a
-/// single process and for tests, not a store that outlives the process. It holds each
-/// [`Payload`] as published: a deferred one (the engine's own events) is written to
-/// bytes only if something reads them, and every consumer in the process that knows
-/// its type reads the value instead.
+/// The log lives in memory: this is the embedded default for a single process and for
+/// tests, not a store that outlives the process. Its [`Retention`] bounds it (100 000
+/// messages by default), but never at the cost of a message a consumer has not settled
+/// or a replay has not read: those stay however old the log grows around them. It
+/// holds each [`Payload`] as published: a deferred one (the engine's own events) is
+/// written to bytes only if something reads them, and every consumer in the process
+/// that knows its type reads the value instead.
 #[derive(Clone)]
 pub struct MemoryBus {
     shared: Arc<Shared>,
@@ -47,26 +49,43 @@ struct Shared {
     /// Woken whenever a consumer's unsettled count may have dropped.
     settled: Notify,
     next_holder: AtomicU64,
-    dedup_window: Duration,
+    retention: Retention,
 }
 
 /// The hasher of the bus's maps: fast on the long ids and subjects they hold, seeded
 /// per process.
 type Hasher = foldhash::fast::RandomState;
 
-#[derive(Default)]
 struct State {
-    log: Vec<Stored>,
+    /// The messages kept, oldest first: `log[i]` has sequence number `first_seq + i`.
+    log: VecDeque<Kept>,
+    /// The sequence number of `log[0]` (of the next publish while the log is empty).
+    first_seq: u64,
     /// Message ids seen within the de-duplication window, and when (oldest first).
     recent_ids: HashSet<Arc<str>, Hasher>,
     recent_order: VecDeque<(Instant, Arc<str>)>,
     consumers: HashMap<String, ConsumerState, Hasher>,
-    /// Replay streams following the log (their filters), each woken only by matching
-    /// publishes.
-    replays: Vec<(Arc<Filters>, Weak<Notify>)>,
-    /// Log positions by their subject's first three tokens (`aaa.<tenant>.<run>`), so
-    /// replaying one run reads that run's messages, not the whole log.
-    by_prefix: HashMap<String, Vec<usize>, Hasher>,
+    /// Replay streams following the log, each woken only by matching publishes.
+    replays: Vec<Weak<Replay>>,
+    /// The sequence numbers kept, by their subject's first three tokens
+    /// (`aaa.<tenant>.<run>`), so replaying one run reads that run's messages, not the
+    /// whole log.
+    by_prefix: HashMap<String, VecDeque<u64>, Hasher>,
+}
+
+/// A message in the log, and when it was published (for [`Retention::max_age`]).
+struct Kept {
+    stored: Stored,
+    at: Instant,
+}
+
+/// A replay stream as the bus sees it: what wakes it, and how far it has read, which
+/// keeps the messages it has yet to read in the log.
+struct Replay {
+    filters: Filters,
+    wake: Arc<Notify>,
+    /// The first sequence number it has not looked at (changed under the bus's lock).
+    next: AtomicU64,
 }
 
 /// The first three tokens of a subject, when it has more.
@@ -153,12 +172,12 @@ struct ConsumerState {
     ack_wait: Duration,
     /// Wakes this consumer's subscriptions.
     wake: Arc<Notify>,
-    /// The next log index not yet looked at.
-    cursor: usize,
-    /// Log indices before `cursor` that match and are not yet delivered, in log order:
-    /// a publish matches each consumer once, and a consumer that has looked at the
-    /// whole log takes the publishes it matched from here instead of matching again.
-    matched: VecDeque<usize>,
+    /// The first sequence number not yet looked at.
+    cursor: u64,
+    /// Sequence numbers before `cursor` that match and are not yet delivered, in log
+    /// order: a publish matches each consumer once, and a consumer that has looked at
+    /// the whole log takes the publishes it matched from here instead of matching again.
+    matched: VecDeque<u64>,
     /// Delivered and unsettled.
     pending: BTreeMap<u64, Pending>,
     /// No pending deadline is earlier than this (`None`: nothing pending). A taker
@@ -172,6 +191,98 @@ struct Pending {
     deliveries: u32,
     deadline: Instant,
     holder: u64,
+}
+
+impl ConsumerState {
+    /// Whether this consumer still needs message `seq` (the oldest in the log): not
+    /// looked at yet and matching, or matched and not delivered yet, or delivered and
+    /// not settled.
+    fn holds(&self, seq: u64, subject: &str) -> bool {
+        (self.cursor <= seq && self.filters.matches(subject))
+            || self.matched.front() == Some(&seq)
+            || self.pending.contains_key(&seq)
+            || self.redeliver.contains_key(&seq)
+    }
+}
+
+impl State {
+    fn new() -> Self {
+        State {
+            log: VecDeque::new(),
+            first_seq: 1,
+            recent_ids: HashSet::default(),
+            recent_order: VecDeque::new(),
+            consumers: HashMap::default(),
+            replays: Vec::new(),
+            by_prefix: HashMap::default(),
+        }
+    }
+
+    /// Forgets the oldest publish ids while `stale(published at, ids held)` says so.
+    fn forget_ids(&mut self, stale: impl Fn(Instant, usize) -> bool) {
+        while let Some((at, _)) = self.recent_order.front() {
+            if !stale(*at, self.recent_order.len()) {
+                break;
+            }
+            if let Some((_, id)) = self.recent_order.pop_front() {
+                self.recent_ids.remove(&id);
+            }
+        }
+    }
+
+    /// The sequence number the next publish gets.
+    fn next_seq(&self) -> u64 {
+        self.first_seq + self.log.len() as u64
+    }
+
+    /// Message `seq`, if the log still holds it.
+    fn get(&self, seq: u64) -> Option<&Stored> {
+        let index = usize::try_from(seq.checked_sub(self.first_seq)?).ok()?;
+        self.log.get(index).map(|kept| &kept.stored)
+    }
+
+    /// Whether a consumer or a live replay still needs message `stored`, the oldest in
+    /// the log.
+    fn is_held(&self, stored: &Stored) -> bool {
+        let (seq, subject) = (stored.seq, stored.subject.as_str());
+        self.consumers.values().any(|c| c.holds(seq, subject))
+            || self.replays.iter().any(|replay| {
+                replay.upgrade().is_some_and(|replay| {
+                    replay.next.load(Ordering::Relaxed) <= seq && replay.filters.matches(subject)
+                })
+            })
+    }
+
+    /// Removes the oldest messages while the log is over its limits and nobody holds
+    /// them; returns them, to be dropped once the lock is released.
+    fn trim(&mut self, now: Instant, retention: &Retention) -> SmallVec<[Kept; 2]> {
+        let mut removed = SmallVec::new();
+        while let Some(front) = self.log.front() {
+            let too_old = retention
+                .max_age()
+                .is_some_and(|age| now.duration_since(front.at) > age);
+            if !(self.log.len() > retention.max_messages() || too_old)
+                || self.is_held(&front.stored)
+            {
+                break;
+            }
+            let Some(kept) = self.log.pop_front() else {
+                break;
+            };
+            self.first_seq += 1;
+            // The oldest message is the oldest of its run too.
+            if let Some(prefix) = prefix_of(&kept.stored.subject)
+                && let Some(seqs) = self.by_prefix.get_mut(prefix)
+            {
+                seqs.pop_front();
+                if seqs.is_empty() {
+                    self.by_prefix.remove(prefix);
+                }
+            }
+            removed.push(kept);
+        }
+        removed
+    }
 }
 
 impl Default for MemoryBus {
@@ -209,16 +320,26 @@ impl Shared {
 }
 
 impl MemoryBus {
-    /// An empty bus.
+    /// An empty bus with the default [`Retention`] (up to 100 000 messages).
     pub fn new() -> Self {
+        MemoryBus::with_retention(Retention::default())
+    }
+
+    /// An empty bus that keeps what `retention` says.
+    pub fn with_retention(retention: Retention) -> Self {
         MemoryBus {
             shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State::new()),
                 settled: Notify::new(),
                 next_holder: AtomicU64::new(1),
-                dedup_window: Duration::from_secs(120),
+                retention,
             }),
         }
+    }
+
+    /// What this bus keeps.
+    pub fn retention(&self) -> Retention {
+        self.shared.retention
     }
 
     /// Messages delivered to `durable` and not yet settled: what JetStream calls the
@@ -258,40 +379,40 @@ impl MemoryBus {
                 detail: format!("{subject:?} is not a publishable subject: {why}"),
             });
         }
+        let retention = &self.shared.retention;
         let mut state = self.shared.lock();
         let now = Instant::now();
-        while let Some((at, _)) = state.recent_order.front() {
-            if now.duration_since(*at) < self.shared.dedup_window {
-                break;
-            }
-            if let Some((_, id)) = state.recent_order.pop_front() {
-                state.recent_ids.remove(&id);
-            }
-        }
+        state.forget_ids(|at, _| now.duration_since(at) >= retention.duplicate_window());
         if let Some(id) = msg_id {
             if state.recent_ids.contains(id) {
                 return Ok(());
             }
+            // Room for one more id.
+            let limit = retention.max_messages();
+            state.forget_ids(|_, held| held >= limit);
             let id: Arc<str> = Arc::from(id);
             state.recent_ids.insert(id.clone());
             state.recent_order.push_back((now, id));
         }
-        let seq = state.log.len() as u64 + 1;
+        let seq = state.next_seq();
         if let Some(prefix) = prefix_of(subject) {
-            let position = state.log.len();
             // Most publishes extend a run already indexed: no key to allocate.
             match state.by_prefix.get_mut(prefix) {
-                Some(positions) => positions.push(position),
+                Some(seqs) => seqs.push_back(seq),
                 None => {
-                    state.by_prefix.insert(prefix.to_owned(), vec![position]);
+                    state
+                        .by_prefix
+                        .insert(prefix.to_owned(), VecDeque::from([seq]));
                 }
             }
         }
-        let position = state.log.len();
-        state.log.push(Stored {
-            seq,
-            subject: subject.to_owned(),
-            payload,
+        state.log.push_back(Kept {
+            stored: Stored {
+                seq,
+                subject: subject.to_owned(),
+                payload,
+            },
+            at: now,
         });
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
@@ -303,32 +424,32 @@ impl MemoryBus {
             }
             // A consumer that has looked at everything before this message has now
             // looked at it too.
-            if consumer.cursor == position {
+            if consumer.cursor == seq {
                 consumer.cursor += 1;
                 if matches {
-                    consumer.matched.push_back(position);
+                    consumer.matched.push_back(seq);
                 }
             }
         }
-        state
-            .replays
-            .retain(|(filters, notify)| match notify.upgrade() {
-                Some(notify) => {
-                    if filters.matches(subject) {
-                        wake.push(notify);
-                    }
-                    true
+        state.replays.retain(|replay| match replay.upgrade() {
+            Some(replay) => {
+                if replay.filters.matches(subject) {
+                    wake.push(replay.wake.clone());
                 }
-                None => false,
-            });
+                true
+            }
+            None => false,
+        });
+        let removed = state.trim(now, retention);
         drop(state);
+        drop(removed);
         for notify in wake {
             notify.notify_waiters();
         }
         Ok(())
     }
 
-    /// The number of messages in the log.
+    /// The number of messages the log holds now.
     pub fn len(&self) -> usize {
         self.shared.lock().log.len()
     }
@@ -427,7 +548,16 @@ impl MemorySubscription {
     fn try_take(&self) -> Result<Message, Option<Instant>> {
         let mut state = self.shared.lock();
         let now = Instant::now();
-        let State { log, consumers, .. } = &mut *state;
+        let State {
+            log,
+            first_seq,
+            consumers,
+            ..
+        } = &mut *state;
+        let first_seq = *first_seq;
+        let end = first_seq + log.len() as u64;
+        // Held messages are never removed, so every one looked up here is in the log.
+        let at = |seq: u64| &log[(seq - first_seq) as usize].stored;
         let Some(consumer) = consumers.get_mut(&self.durable) else {
             return Err(None);
         };
@@ -460,7 +590,7 @@ impl MemorySubscription {
                 },
             );
             consumer.expiry = Some(consumer.expiry.map_or(deadline, |at| at.min(deadline)));
-            let stored = &log[(seq - 1) as usize];
+            let stored = at(seq);
             Message::new(
                 stored.subject.clone(),
                 stored.payload.clone(),
@@ -473,14 +603,16 @@ impl MemorySubscription {
             consumer.redeliver.remove(&seq);
             return Ok(deliver(consumer, seq, n + 1));
         }
-        if let Some(index) = consumer.matched.pop_front() {
-            return Ok(deliver(consumer, log[index].seq, 1));
+        if let Some(seq) = consumer.matched.pop_front() {
+            return Ok(deliver(consumer, seq, 1));
         }
-        while consumer.cursor < log.len() {
-            let index = consumer.cursor;
+        // What it had not looked at may have been removed since (it did not match).
+        consumer.cursor = consumer.cursor.max(first_seq);
+        while consumer.cursor < end {
+            let seq = consumer.cursor;
             consumer.cursor += 1;
-            if consumer.filters.matches(&log[index].subject) {
-                return Ok(deliver(consumer, log[index].seq, 1));
+            if consumer.filters.matches(&at(seq).subject) {
+                return Ok(deliver(consumer, seq, 1));
             }
         }
         // The expiry may be early (a settled delivery's): looking again then finds the
@@ -566,6 +698,7 @@ impl Bus for MemoryBus {
                 check_filter(filter)?;
             }
             let mut state = self.shared.lock();
+            let first_seq = state.first_seq;
             let consumer = state
                 .consumers
                 .entry(spec.durable.clone())
@@ -573,7 +706,7 @@ impl Bus for MemoryBus {
                     filters: Filters::new(spec.filters.clone()),
                     ack_wait: spec.ack_wait,
                     wake: Arc::new(Notify::new()),
-                    cursor: 0,
+                    cursor: first_seq,
                     matched: VecDeque::new(),
                     pending: BTreeMap::new(),
                     expiry: None,
@@ -625,8 +758,23 @@ impl Bus for MemoryBus {
     }
 }
 
-/// The messages matching any of `filters`, from the start of the log, then new ones;
-/// the stream is woken only by publishes that match.
+/// The first message from `from` on that matches `filters`: among the messages of run
+/// `prefix` when the filters name one run, in the whole log otherwise.
+fn next_match(state: &State, filters: &Filters, prefix: Option<&str>, from: u64) -> Option<Stored> {
+    let matching = |seq: u64| state.get(seq).filter(|s| filters.matches(&s.subject));
+    match prefix {
+        Some(prefix) => {
+            let seqs = state.by_prefix.get(prefix)?;
+            let start = seqs.partition_point(|seq| *seq < from);
+            seqs.range(start..).find_map(|seq| matching(*seq)).cloned()
+        }
+        None => (from..state.next_seq()).find_map(matching).cloned(),
+    }
+}
+
+/// The messages matching any of `filters`, from the oldest the log holds, then new
+/// ones; the stream is woken only by publishes that match, and what it has yet to read
+/// stays in the log while it lives.
 fn replay_filters(
     shared: Arc<Shared>,
     filters: Vec<String>,
@@ -641,47 +789,29 @@ fn replay_filters(
     let prefix = literal_prefix_of(&filters[0])
         .filter(|p| filters.iter().all(|f| literal_prefix_of(f) == Some(*p)))
         .map(str::to_owned);
-    let filters = Arc::new(Filters::new(filters));
-    let wake = Arc::new(Notify::new());
-    shared
-        .lock()
-        .replays
-        .push((filters.clone(), Arc::downgrade(&wake)));
-    let start = (shared, filters, prefix, 0usize, wake);
+    let replay = Arc::new(Replay {
+        filters: Filters::new(filters),
+        wake: Arc::new(Notify::new()),
+        next: AtomicU64::new(0),
+    });
+    shared.lock().replays.push(Arc::downgrade(&replay));
     let stream = stream::unfold(
-        start,
-        |(shared, filters, prefix, mut index, wake)| async move {
+        (shared, replay, prefix),
+        |(shared, replay, prefix)| async move {
             loop {
-                let changed = wake.notified();
+                let changed = replay.wake.notified();
                 let found = {
                     let state = shared.lock();
-                    let mut found = None;
-                    // `index` counts positions in the run's index when the filters name
-                    // one run, in the whole log otherwise.
-                    let positions = prefix.as_deref().map(|p| state.by_prefix.get(p));
-                    let len = match positions {
-                        Some(Some(positions)) => positions.len(),
-                        Some(None) => 0,
-                        None => state.log.len(),
-                    };
-                    while index < len {
-                        let position = match positions {
-                            Some(Some(positions)) => positions[index],
-                            _ => index,
-                        };
-                        index += 1;
-                        let stored = &state.log[position];
-                        if filters.matches(&stored.subject) {
-                            found = Some(stored.clone());
-                            break;
-                        }
-                    }
+                    let from = replay.next.load(Ordering::Relaxed).max(state.first_seq);
+                    let found = next_match(&state, &replay.filters, prefix.as_deref(), from);
+                    let next = found.as_ref().map_or(state.next_seq(), |s| s.seq + 1);
+                    replay.next.store(next, Ordering::Relaxed);
                     found
                 };
                 match found {
                     Some(found) => {
                         drop(changed);
-                        return Some((Ok(found), (shared, filters, prefix, index, wake)));
+                        return Some((Ok(found), (shared, replay, prefix)));
                     }
                     None => changed.await,
                 }
@@ -945,6 +1075,164 @@ mod tests {
         assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"4");
         assert!(bus.replay_any(&[]).await.is_err());
         assert!(bus.replay_any(&["a.>.b".to_owned()]).await.is_err());
+    }
+
+    fn kept_seqs(bus: &MemoryBus) -> Vec<u64> {
+        let state = bus.shared.lock();
+        state.log.iter().map(|kept| kept.stored.seq).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn released_messages_beyond_the_limit_are_removed_oldest_first() {
+        let bus = MemoryBus::with_retention(Retention::default().with_max_messages(3));
+        let spec = ConsumerSpec::new("work", ["aaa.t.*.q"]);
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        for i in 1..=10 {
+            publish(&bus, &format!("aaa.t.r{}.q", i % 2), &i.to_string()).await;
+            sub.next().await.unwrap().ack().await.unwrap();
+        }
+        assert_eq!(kept_seqs(&bus), [8, 9, 10]);
+        // A replay starts at the oldest message kept, whole-log or one run's.
+        let mut all = bus.replay("aaa.>").await.unwrap();
+        assert_eq!(all.next().await.unwrap().unwrap().seq, 8);
+        let mut run = bus.replay("aaa.t.r1.q").await.unwrap();
+        assert_eq!(&run.next().await.unwrap().unwrap().payload[..], b"9");
+        drop((all, run));
+        // A run's index goes with its last message.
+        for i in 11..=13 {
+            publish(&bus, "aaa.t.r2.q", &i.to_string()).await;
+            sub.next().await.unwrap().ack().await.unwrap();
+        }
+        assert_eq!(kept_seqs(&bus), [11, 12, 13]);
+        let state = bus.shared.lock();
+        let runs: Vec<&String> = state.by_prefix.keys().collect();
+        assert_eq!(runs, ["aaa.t.r2"]);
+        assert_eq!(state.by_prefix["aaa.t.r2"], [11, 12, 13]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_a_consumer_still_needs_is_kept() {
+        let bus = MemoryBus::with_retention(Retention::default().with_max_messages(2));
+        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(10));
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q", "held").await;
+        let held = sub.next().await.unwrap();
+        // Not delivered yet (matched), and not looked at yet by a new consumer: kept.
+        for i in 0..5 {
+            publish(&bus, "q", &i.to_string()).await;
+        }
+        assert_eq!(kept_seqs(&bus), [1, 2, 3, 4, 5, 6]);
+        let mut late = bus
+            .subscribe(&ConsumerSpec::new("late", ["q"]))
+            .await
+            .unwrap();
+        assert_eq!(
+            late.next().await.unwrap().seq,
+            1,
+            "a new consumer reads the oldest kept"
+        );
+        // Past its deadline the held message comes back whole.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let again = sub.next().await.unwrap();
+        assert_eq!(again.delivery_count, 2);
+        drop(held);
+        assert_eq!((again.seq, &again.payload[..]), (1, &b"held"[..]));
+        again.ack().await.unwrap();
+        while let Ok(Ok(message)) = tokio::time::timeout(Duration::from_secs(1), sub.next()).await {
+            message.ack().await.unwrap();
+        }
+        // `late` took seq 1 and holds it: nothing can go yet.
+        publish(&bus, "other", "x").await;
+        assert_eq!(kept_seqs(&bus).first(), Some(&1));
+        drop(late);
+        let mut late = bus
+            .subscribe(&ConsumerSpec::new("late", ["q"]))
+            .await
+            .unwrap();
+        loop {
+            let message = late.next().await.unwrap();
+            message.ack().await.unwrap();
+            if message.seq == 6 {
+                break;
+            }
+        }
+        // Everything is settled: the next publish trims the log to its limit.
+        publish(&bus, "other", "y").await;
+        assert_eq!(kept_seqs(&bus), [7, 8]);
+        assert_eq!(bus.ack_pending("work") + bus.ack_pending("late"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_live_replay_keeps_what_it_has_not_read() {
+        let bus = MemoryBus::with_retention(Retention::default().with_max_messages(1));
+        let mut replay = bus.replay("aaa.t.a.>").await.unwrap();
+        publish(&bus, "aaa.t.a.x", "1").await;
+        publish(&bus, "aaa.t.a.x", "2").await;
+        publish(&bus, "aaa.t.b.x", "other run").await;
+        assert_eq!(kept_seqs(&bus), [1, 2, 3]);
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"1");
+        publish(&bus, "aaa.t.b.x", "other run").await;
+        assert_eq!(kept_seqs(&bus), [2, 3, 4]);
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"2");
+        // Read up to date (and then beyond what it matches): nothing is held for it.
+        publish(&bus, "aaa.t.b.x", "other run").await;
+        assert_eq!(kept_seqs(&bus), [5]);
+        // A dropped replay holds nothing.
+        let unread = bus.replay("aaa.t.b.>").await.unwrap();
+        publish(&bus, "aaa.t.b.x", "6").await;
+        assert_eq!(kept_seqs(&bus), [5, 6]);
+        drop(unread);
+        publish(&bus, "aaa.t.b.x", "7").await;
+        assert_eq!(kept_seqs(&bus), [7]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn old_released_messages_are_removed_at_the_next_publish() {
+        let retention = Retention::unlimited().with_max_age(Duration::from_secs(60));
+        let bus = MemoryBus::with_retention(retention);
+        publish(&bus, "q", "old").await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        publish(&bus, "q", "newer").await;
+        tokio::time::sleep(Duration::from_secs(31)).await;
+        assert_eq!(
+            kept_seqs(&bus),
+            [1, 2],
+            "nothing is removed between publishes"
+        );
+        publish(&bus, "q", "new").await;
+        assert_eq!(kept_seqs(&bus), [2, 3]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn publish_ids_are_remembered_within_the_limits() {
+        let retention = Retention::default()
+            .with_max_messages(2)
+            .with_duplicate_window(Duration::from_secs(5));
+        let bus = MemoryBus::with_retention(retention);
+        for id in ["a", "b", "a", "c"] {
+            bus.publish("q", id.as_bytes().to_vec().into(), Some(id))
+                .await
+                .unwrap();
+        }
+        // `a` was a duplicate; then `c` made `a` the third id back, forgotten.
+        bus.publish("q", b"a".to_vec().into(), Some("a"))
+            .await
+            .unwrap();
+        bus.publish("q", b"c".to_vec().into(), Some("c"))
+            .await
+            .unwrap();
+        let mut replay = bus.replay("q").await.unwrap();
+        let mut bodies = Vec::new();
+        for _ in 0..2 {
+            bodies.push(replay.next().await.unwrap().unwrap().payload.to_vec());
+        }
+        assert_eq!(bodies, [b"c".to_vec(), b"a".to_vec()]);
+        assert_eq!(kept_seqs(&bus), [3, 4]);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        bus.publish("q", b"c".to_vec().into(), Some("c"))
+            .await
+            .unwrap();
+        assert_eq!(kept_seqs(&bus).last(), Some(&5), "past the window");
     }
 
     #[tokio::test(start_paused = true)]

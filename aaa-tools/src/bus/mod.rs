@@ -27,6 +27,7 @@
 
 mod memory;
 mod payload;
+mod retention;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +38,7 @@ use futures::stream::BoxStream;
 
 pub use memory::MemoryBus;
 pub use payload::{Encode, Payload};
+pub use retention::Retention;
 
 /// A boxed future of a bus operation (keeps the traits object safe).
 pub type BusFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BusError>> + Send + 'a>>;
