@@ -140,6 +140,13 @@ impl CallState {
     }
 }
 
+/// Whether `json` is a [`CallRecord`] in the finished state, as [`CallRecord::to_json`]
+/// (and serde, which writes the fields in the same order) writes it: the state comes
+/// first, so this reads a few bytes instead of the record.
+pub(crate) fn is_finished_json(json: &[u8]) -> bool {
+    json.starts_with(b"{\"state\":\"finished\"")
+}
+
 impl CallRecord {
     /// The record as JSON: the bytes `serde_json::to_vec` writes for it, written
     /// directly (every guarded call writes its record at least twice; the generic
@@ -301,6 +308,28 @@ fn write_value(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_finished_record_reads_as_finished() {
+        let running = CallRecord::start("t", "w1", Delivery::AtLeastOnce, 3);
+        let outcome = || RecordedOutcome::new("k", &Value::Null).unwrap();
+        let finished = running.finished(outcome());
+        for (record, finished_json) in [
+            (&running, false),
+            (&running.unknown(outcome()), false),
+            (&finished, true),
+            (&finished.marked_published(), true),
+        ] {
+            assert_eq!(is_finished_json(&record.to_json()), finished_json);
+            assert_eq!(
+                is_finished_json(&serde_json::to_vec(record).unwrap()),
+                finished_json
+            );
+        }
+        assert!(!is_finished_json(
+            br#"{"state":"finished_not"}"#[..14].as_ref()
+        ));
+    }
 
     #[test]
     fn deliveries_follow_the_policy() {

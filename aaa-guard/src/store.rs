@@ -11,7 +11,7 @@
 //! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
 //! callers re-read the record before deciding what happened.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,6 +58,18 @@ pub trait GuardStore: Send + Sync + 'static {
         Box::pin(async { Ok(None) })
     }
 
+    /// Tells the store that the call whose record is `key` is settled: its outcome is
+    /// published and the message that carried it acknowledged, so the record now only
+    /// answers requests that repeat the call (which it still runs at most once). A store
+    /// that bounds what it keeps forgets such records first, oldest first, and only
+    /// while they stay finished and unchanged. The default keeps everything (the NATS
+    /// store keeps records for its stream's `max_age`); [`MemoryStore`] keeps the last
+    /// [`retired_limit`](MemoryStore::with_retired_limit) of them.
+    fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        let _ = key;
+        Box::pin(async { Ok(()) })
+    }
+
     /// The store's [`FencedLog`], when its records share an ordered log with the facts
     /// they fence, so that an outcome can be committed and published in one write.
     /// `None` (the default, and [`MemoryStore`]'s answer) means outcomes are committed
@@ -90,6 +102,9 @@ impl<S: GuardStore + ?Sized> GuardStore for Arc<S> {
     }
     fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
         (**self).age(key)
+    }
+    fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        (**self).retire(key)
     }
     fn fence(&self) -> Option<&dyn FencedLog> {
         (**self).fence()
@@ -140,9 +155,28 @@ pub fn check_key(key: &str) -> Result<(), StoreError> {
 /// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
 /// # }
 /// ```
-#[derive(Clone, Default)]
+///
+/// # What it keeps
+///
+/// Every record stays until it is deleted, except the records of settled calls
+/// ([`retire`](GuardStore::retire)d): of those it keeps the most recent 100 000 by
+/// default ([`with_retired_limit`](MemoryStore::with_retired_limit)), so a
+/// long-running embedded engine's store levels off. A request that repeats a call
+/// whose record was forgotten runs it as a new call; every other record (a call
+/// running, waiting or with its outcome unknown, approvals, budgets) stays.
+#[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<Mutex<MemoryInner>>,
+    retired_limit: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Arc::default(),
+            retired_limit: 100_000,
+        }
+    }
 }
 
 /// Records by key for the point operations every call makes (a hash map: keys share
@@ -158,6 +192,18 @@ struct MemoryInner {
         foldhash::fast::RandomState,
     >,
     last_revision: Revision,
+    /// Settled calls' records, oldest first, at the revision they were retired at.
+    retired: VecDeque<(Arc<str>, Revision)>,
+}
+
+impl MemoryInner {
+    fn remove(&mut self, key: &str) {
+        if self.records.remove(key).is_some()
+            && let Some(group) = self.groups.get_mut(first_token(key))
+        {
+            group.remove(key);
+        }
+    }
 }
 
 /// The first token of a key (or of a prefix).
@@ -166,9 +212,20 @@ fn first_token(key: &str) -> &str {
 }
 
 impl MemoryStore {
-    /// An empty store.
+    /// An empty store that keeps the records of the last 100 000 settled calls.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Keeps the records of the last `limit` settled calls (`usize::MAX`: all of them).
+    pub fn with_retired_limit(mut self, limit: usize) -> Self {
+        self.retired_limit = limit;
+        self
+    }
+
+    /// How many settled calls' records it keeps.
+    pub fn retired_limit(&self) -> usize {
+        self.retired_limit
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut MemoryInner) -> T) -> T {
@@ -253,11 +310,30 @@ impl GuardStore for MemoryStore {
 
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(async move {
+            self.with(|m| m.remove(key));
+            Ok(())
+        })
+    }
+
+    fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
             self.with(|m| {
-                if m.records.remove(key).is_some()
-                    && let Some(group) = m.groups.get_mut(first_token(key))
-                {
-                    group.remove(key);
+                let Some((shared, entry)) = m.records.get_key_value(key) else {
+                    return;
+                };
+                if !crate::record::is_finished_json(&entry.value) {
+                    return;
+                }
+                m.retired.push_back((shared.clone(), entry.revision));
+                while m.retired.len() > self.retired_limit {
+                    let Some((key, revision)) = m.retired.pop_front() else {
+                        break;
+                    };
+                    // Rewritten since (a repeated request recorded its answer): that
+                    // write was retired again, and is forgotten in its turn.
+                    if m.records.get(&key).is_some_and(|e| e.revision == revision) {
+                        m.remove(&key);
+                    }
                 }
             });
             Ok(())
@@ -303,6 +379,67 @@ mod tests {
             Poll::Ready(v) => v,
             Poll::Pending => panic!("the memory store never waits"),
         }
+    }
+
+    #[test]
+    fn only_the_oldest_settled_finished_records_are_forgotten() {
+        use crate::{CallRecord, Delivery, RecordedOutcome};
+        let kv = MemoryStore::new().with_retired_limit(2);
+        let running = CallRecord::start("t", "w", Delivery::AtLeastOnce, 3);
+        let done = running.finished(RecordedOutcome::new("k", &1).unwrap());
+        let unknown = running.unknown(RecordedOutcome::new("k", &1).unwrap());
+        // Records written in order: c0 and c1 finished, c2 running, c3 outcome unknown,
+        // c4 and c5 finished; every one is retired.
+        let written = [&done, &done, &running, &unknown, &done, &done];
+        let mut revisions = Vec::new();
+        for (i, record) in written.into_iter().enumerate() {
+            let key = format!("guard.t.r.c{i}");
+            revisions.push(now(kv.create(&key, record.to_json())).unwrap());
+            now(kv.retire(&key)).unwrap();
+        }
+        now(kv.retire("guard.t.r.absent")).unwrap();
+        let kept = now(kv.keys("guard.")).unwrap();
+        assert_eq!(
+            kept,
+            [
+                "guard.t.r.c2",
+                "guard.t.r.c3",
+                "guard.t.r.c4",
+                "guard.t.r.c5"
+            ],
+            "the two oldest finished records went; running and unknown ones stay"
+        );
+        // A record rewritten after it was retired is not forgotten for that retirement
+        // (only a retirement of its new revision would let it go).
+        let again = done.marked_published().to_json();
+        now(kv.update("guard.t.r.c4", again, revisions[4])).unwrap();
+        now(kv.create("guard.t.r.c6", done.to_json())).unwrap();
+        now(kv.retire("guard.t.r.c6")).unwrap();
+        let kept = now(kv.keys("guard.")).unwrap();
+        assert_eq!(
+            kept,
+            [
+                "guard.t.r.c2",
+                "guard.t.r.c3",
+                "guard.t.r.c4",
+                "guard.t.r.c5",
+                "guard.t.r.c6"
+            ]
+        );
+        now(kv.create("guard.t.r.c7", done.to_json())).unwrap();
+        now(kv.retire("guard.t.r.c7")).unwrap();
+        let kept = now(kv.keys("guard.")).unwrap();
+        assert_eq!(
+            kept,
+            [
+                "guard.t.r.c2",
+                "guard.t.r.c3",
+                "guard.t.r.c4",
+                "guard.t.r.c6",
+                "guard.t.r.c7"
+            ]
+        );
+        assert_eq!(MemoryStore::new().retired_limit(), 100_000);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! [`Engine`] and [`RunHandle`]: requesting tool calls and reading their outcomes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 
 use aaa_guard::{GuardStore, MemoryStore};
@@ -363,9 +363,12 @@ struct Watcher {
 
 #[derive(Default)]
 struct WatchState {
-    /// The first outcome fact of each call, as stored: the waiters get the parsed
-    /// outcome itself, and a later ask parses these bytes again.
+    /// The first outcome fact of each call that arrived before anyone asked for it, as
+    /// stored, until somebody does.
     arrived: HashMap<CallId, Stored, foldhash::fast::RandomState>,
+    /// The calls whose outcome has been handed out: only their ids are kept (a long
+    /// run does not keep every result it ever had), and asking again reads the bus.
+    handed_out: HashSet<CallId, foldhash::fast::RandomState>,
     waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>, foldhash::fast::RandomState>,
     ended: bool,
 }
@@ -460,27 +463,66 @@ impl RunHandle {
 
     /// Waits for the outcome of `call_id` (which may already have arrived).
     ///
-    /// The handle keeps every outcome of its run that it has seen for as long as it
-    /// lives, so asking twice gives the same outcome. A call requested through another
-    /// handle (or another process) is found while the bus still holds its outcome: on
-    /// the embedded bus, within its [`Retention`](crate::bus::Retention).
+    /// The handle keeps an outcome that arrives before anyone asks for it until
+    /// somebody does, so a call requested through this handle never misses its
+    /// outcome. Once handed out, only the call's id is kept: asking again reads the
+    /// run's outcomes from the bus and finds the same outcome (the first one of the
+    /// call), while the bus still holds it. So does asking through another handle, or
+    /// for a call requested elsewhere: on the embedded bus, within its
+    /// [`Retention`](crate::bus::Retention).
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
         let watcher = self.watcher().await?;
         let receiver = {
             let mut state = watcher.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(outcome) = state.arrived.get(call_id).and_then(Outcome::from_stored) {
+            if let Some(outcome) = state.arrived.remove(call_id).and_then(|stored| {
+                state.handed_out.insert(call_id.clone());
+                Outcome::from_stored(&stored)
+            }) {
                 return Ok(outcome);
             }
-            if state.ended {
+            if state.handed_out.contains(call_id) {
+                None
+            } else if state.ended {
                 return Err(EngineError::Closed(call_id.clone()));
+            } else {
+                let (tx, rx) = oneshot::channel();
+                state.waiters.entry(call_id.clone()).or_default().push(tx);
+                Some(rx)
             }
-            let (tx, rx) = oneshot::channel();
-            state.waiters.entry(call_id.clone()).or_default().push(tx);
-            rx
+        };
+        let Some(receiver) = receiver else {
+            return self.outcome_again(call_id).await;
         };
         receiver
             .await
             .map_err(|_| EngineError::Closed(call_id.clone()))
+    }
+
+    /// The outcome of a call whose outcome was handed out before, read from the bus.
+    async fn outcome_again(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
+        let mut stream = self
+            .inner
+            .engine
+            .inner
+            .bus
+            .replay_any(&self.outcome_filters())
+            .await?;
+        while let Some(item) = stream.next().await {
+            let outcome = item.ok().as_ref().and_then(Outcome::from_stored);
+            if let Some(outcome) = outcome.filter(|o| o.call_id() == call_id) {
+                return Ok(outcome);
+            }
+        }
+        Err(EngineError::Closed(call_id.clone()))
+    }
+
+    /// The subjects of the run's outcome facts.
+    fn outcome_filters(&self) -> [String; 2] {
+        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
+        [
+            event::subject(tenant, run, TOOL_COMPLETED),
+            event::subject(tenant, run, TOOL_FAILED),
+        ]
     }
 
     async fn watcher(&self) -> Result<Arc<Watcher>, EngineError> {
@@ -494,11 +536,7 @@ impl RunHandle {
     async fn open_watcher(&self) -> Result<Arc<Watcher>, EngineError> {
         // Outcomes only: a watcher woken by every request would cost each call a
         // task switch (and, on a server, the request's bytes).
-        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
-        let filters = [
-            event::subject(tenant, run, TOOL_COMPLETED),
-            event::subject(tenant, run, TOOL_FAILED),
-        ];
+        let filters = self.outcome_filters();
         let stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
         let state = Arc::new(Mutex::new(WatchState::default()));
         let task_state = state.clone();
@@ -528,17 +566,22 @@ impl RunHandle {
                     for (outcome, stored) in outcomes {
                         let id = outcome.call_id().clone();
                         // The first outcome of a call is its outcome.
-                        if state.arrived.contains_key(&id) {
+                        if state.arrived.contains_key(&id) || state.handed_out.contains(&id) {
                             continue;
                         }
                         let mut waiters = state.waiters.remove(&id).unwrap_or_default();
-                        if let Some(last) = waiters.pop() {
-                            for waiter in waiters {
-                                ready.push((waiter, outcome.clone()));
+                        match waiters.pop() {
+                            Some(last) => {
+                                for waiter in waiters {
+                                    ready.push((waiter, outcome.clone()));
+                                }
+                                ready.push((last, outcome));
+                                state.handed_out.insert(id);
                             }
-                            ready.push((last, outcome));
+                            None => {
+                                state.arrived.insert(id, stored);
+                            }
                         }
-                        state.arrived.insert(id, stored);
                     }
                 }
                 for (waiter, outcome) in ready.drain(..) {

@@ -89,8 +89,13 @@
 //!   off; unlike a JetStream stream's limits, a message a consumer has not settled or a
 //!   live replay has not read is never removed. A [`RunHandle`] follows its run's
 //!   outcomes from its first request, so its own calls' outcomes never depend on the
-//!   log still holding them. The [`MemoryStore`] still keeps every call's record for the
-//!   life of the process (about half a kilobyte per guarded call).
+//!   log still holding them; it keeps an outcome until it is asked for, and then only
+//!   the call's id. The [`MemoryStore`] keeps the records of the last 100 000 settled
+//!   calls (outcome published, request acknowledged; see
+//!   [`GuardStore::retire`]) and every record still in
+//!   play, so a repeated request for a recent call is answered, not run again. What a
+//!   long-running embedded engine keeps per call then comes down to the ids of the
+//!   outcomes its open run handles have handed out.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -2,11 +2,15 @@
 //! no call and no outcome is lost.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aaa_tools::bus::{MemoryBus, Retention};
-use aaa_tools::event::{TOOL_REQUESTED, ToolRequested};
-use aaa_tools::{Engine, MemoryStore, State, ToolCall, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools::event::{ATTEMPT_STARTED, AttemptFact, TOOL_REQUESTED, ToolRequested};
+use aaa_tools::{
+    CallId, Engine, GuardStore, MemoryStore, State, ToolCall, ToolHandler, ToolRegistry, tool,
+    tools,
+};
 use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -24,6 +28,15 @@ async fn hold(gate: State<Gate>) -> String {
     gate.release.notified().await;
     "released".into()
 }
+
+/// Count the runs of this tool.
+#[tool]
+async fn count(runs: State<Runs>) -> usize {
+    runs.0.fetch_add(1, Ordering::SeqCst) + 1
+}
+
+#[derive(Default)]
+struct Runs(AtomicUsize);
 
 #[derive(Default)]
 struct Gate {
@@ -110,4 +123,119 @@ async fn a_bounded_log_loses_no_call_and_no_outcome() {
     assert_eq!(first.kind, TOOL_REQUESTED);
     let request: ToolRequested = first.data_as().unwrap();
     assert_eq!(request.arguments, json!({"a": 5, "b": 5}));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outcome_asked_for_again_is_the_same() {
+    let engine = Engine::embedded();
+    let registry = ToolRegistry::builder()
+        .tools(tools![add, hold])
+        .state(Gate::default())
+        .build()
+        .unwrap();
+    let _worker = ToolHandler::new(registry).attach(&engine).await.unwrap();
+    let run = engine.new_run();
+    // Asked for while running, then again once handed out (read from the bus).
+    let waited = run.request("add", json!({"a": 1, "b": 2})).await.unwrap();
+    let first = run.outcome(&waited).await.unwrap();
+    let again = tokio::time::timeout(Duration::from_secs(5), run.outcome(&waited))
+        .await
+        .expect("an outcome handed out is found again")
+        .unwrap();
+    assert_eq!(first.result(), Some(&json!(3)));
+    assert_eq!(again.call_id(), first.call_id());
+    assert_eq!(again.result(), first.result());
+    // Arrived before anyone asked: kept by the handle until asked for, then the same.
+    let early = run.request("add", json!({"a": 2, "b": 2})).await.unwrap();
+    let mut facts = run.facts().await.unwrap();
+    let mut completed = 0;
+    while completed < 2 {
+        let fact = facts.next().await.unwrap().unwrap();
+        completed += usize::from(fact.kind == aaa_tools::event::TOOL_COMPLETED);
+    }
+    for _ in 0..2 {
+        let outcome = tokio::time::timeout(Duration::from_secs(5), run.outcome(&early))
+            .await
+            .expect("an outcome that arrived first is kept until asked for")
+            .unwrap();
+        assert_eq!(outcome.result(), Some(&json!(4)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_store_forgets_only_the_oldest_settled_calls() {
+    let store = MemoryStore::new().with_retired_limit(5);
+    let bus = MemoryBus::new();
+    let engine = Engine::new(bus.clone(), store.clone());
+    let runs = Arc::new(Runs::default());
+    let gate = Arc::new(Gate::default());
+    let registry = ToolRegistry::builder()
+        .tools(tools![count, hold])
+        .state_arc(runs.clone())
+        .state_arc(gate.clone())
+        .build()
+        .unwrap();
+    let _worker = ToolHandler::new(registry).attach(&engine).await.unwrap();
+    let run = engine.new_run();
+    let held = run.request("hold", json!({})).await.unwrap();
+    gate.entered.notified().await;
+    let mut ids = Vec::new();
+    for i in 1..=20 {
+        let id = CallId::new(format!("count-{i}")).unwrap();
+        let call = ToolCall::new("count", json!({})).with_id(id.clone());
+        let outcome = run.call_all(vec![call]).await.unwrap().remove(0);
+        assert_eq!(outcome.result(), Some(&json!(i)));
+        ids.push(id);
+    }
+    let key = |id: &CallId| format!("guard.{}.{}.{id}", run.tenant(), run.run_id());
+    let prefix = format!("guard.{}.{}.", run.tenant(), run.run_id());
+    let mut kept = store.keys(&prefix).await.unwrap();
+    kept.sort();
+    let mut expected: Vec<String> = ids[15..].iter().chain([&held]).map(key).collect();
+    expected.sort();
+    assert_eq!(
+        kept, expected,
+        "the running call and the last five settled ones"
+    );
+
+    gate.release.notify_one();
+    assert_eq!(run.outcome(&held).await.unwrap().for_model(), "released");
+
+    // A repeated request for a call still remembered is answered, not run; one for a
+    // call forgotten runs as a new call.
+    let mut facts = run.facts().await.unwrap();
+    for id in [&ids[19], &ids[0]] {
+        let again = ToolCall::new("count", json!({})).with_id(id.clone());
+        run.request_call(again).await.unwrap();
+    }
+    // The forgotten call starts a second attempt 1 (its new outcome carries the first
+    // one's message id, so the bus drops it as a duplicate: the first outcome stands).
+    // The remembered one was delivered before it, and is settled once every request is.
+    let rerun = async {
+        let mut starts = 0;
+        while let Some(fact) = facts.next().await {
+            let fact = fact.unwrap();
+            if fact.kind == ATTEMPT_STARTED {
+                let started: AttemptFact = fact.data_as().unwrap();
+                starts += usize::from(started.call_id == ids[0]);
+                if starts == 2 {
+                    return;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), rerun)
+        .await
+        .expect("the forgotten call runs again");
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bus.until_settled("aaa-tool-requests"),
+    )
+    .await
+    .expect("both repeated requests are handled");
+    assert_eq!(
+        runs.0.load(Ordering::SeqCst),
+        21,
+        "the remembered call ran once"
+    );
 }

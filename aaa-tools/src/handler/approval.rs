@@ -189,13 +189,18 @@ async fn run_granted(
             state: ApprovalState::Done,
             ..record
         };
-        if let Err(error) = core
+        match core
             .engine
             .store()
             .update(key, records::encode(&done), revision)
             .await
         {
-            tracing::warn!(%error, key, "could not mark an approval done; its outcome is published");
+            // The approval answers a repeated decision from now on: the call's own
+            // record is settled.
+            Ok(_) => call::retire(core, call).await,
+            Err(error) => {
+                tracing::warn!(%error, key, "could not mark an approval done; its outcome is published");
+            }
         }
     }
     disposition

@@ -186,16 +186,29 @@ pub(super) async fn publish_outcome(
     }
 }
 
-/// Settles a message.
-pub(super) async fn settle(message: &Message, disposition: Disposition) {
+/// Settles a message; returns whether the bus took the settlement.
+pub(super) async fn settle(message: &Message, disposition: Disposition) -> bool {
     let result = match disposition {
         Disposition::Ack => message.ack().await,
         Disposition::Nak => message.nak(Duration::from_secs(1)).await,
         Disposition::Leave => Ok(()),
         Disposition::Term => message.term().await,
     };
-    if let Err(error) = result {
+    if let Err(error) = &result {
         tracing::warn!(%error, seq = message.seq, "could not settle a message; it will be delivered again");
+    }
+    result.is_ok()
+}
+
+/// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is
+/// published and the message that carried it acknowledged. A call without a record
+/// (unguarded, or refused before it ran) leaves nothing to retire.
+///
+/// [`GuardStore::retire`]: aaa_guard::GuardStore::retire
+pub(super) async fn retire(core: &Core, call: &Call) {
+    let key = super::lease::guard_key(&call.tenant, &call.run, &call.call_id);
+    if let Err(error) = core.engine.store().retire(&key).await {
+        tracing::debug!(%error, key, "could not retire a settled call's record");
     }
 }
 

@@ -58,7 +58,9 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
         meta: request.meta,
     };
     let disposition = admit_and_run(core, &call, request.arguments, &message).await;
-    call::settle(&message, disposition).await;
+    if call::settle(&message, disposition).await && disposition == Disposition::Ack {
+        call::retire(core, &call).await;
+    }
 }
 
 /// Fails `call` with `kind` before any attempt: publishes the failure.
