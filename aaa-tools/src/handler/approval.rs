@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
-use super::guarded;
 use super::records::{self, ApprovalRecord, ApprovalState, approval_key};
+use super::{guarded, lease};
 use crate::bus::{Message, Payload};
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalDecision,
@@ -197,7 +197,7 @@ async fn run_granted(
         {
             // The approval answers a repeated decision from now on: the call's own
             // record is settled.
-            Ok(_) => call::retire(core, call).await,
+            Ok(_) => lease::retire(core, call).await,
             Err(error) => {
                 tracing::warn!(%error, key, "could not mark an approval done; its outcome is published");
             }

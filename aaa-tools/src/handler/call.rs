@@ -200,18 +200,6 @@ pub(super) async fn settle(message: &Message, disposition: Disposition) -> bool 
     result.is_ok()
 }
 
-/// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is
-/// published and the message that carried it acknowledged. A call without a record
-/// (unguarded, or refused before it ran) leaves nothing to retire.
-///
-/// [`GuardStore::retire`]: aaa_guard::GuardStore::retire
-pub(super) async fn retire(core: &Core, call: &Call) {
-    let key = super::lease::guard_key(&call.tenant, &call.run, &call.call_id);
-    if let Err(error) = core.engine.store().retire(&key).await {
-        tracing::debug!(%error, key, "could not retire a settled call's record");
-    }
-}
-
 /// `Ack` when `published`, else `Nak`.
 pub(super) fn ack_if(published: bool) -> Disposition {
     if published {

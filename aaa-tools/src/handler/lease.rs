@@ -1,6 +1,6 @@
 //! A call's guard record in the store, and the lease an attempt holds on it: reading and
 //! writing the record, renewing the lease, reporting it lost, dropping a superseded
-//! attempt's result.
+//! attempt's result, retiring the record once the call is settled.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,6 +17,18 @@ use crate::ids::{CallId, RunId, TenantId};
 pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
     let (tenant, run, call) = (tenant.as_str(), run.as_str(), call.as_str());
     crate::ids::concat(&["guard.", tenant, ".", run, ".", call])
+}
+
+/// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is
+/// published and the message that carried it acknowledged. A call without a record
+/// (unguarded, or refused before it ran) leaves nothing to retire.
+///
+/// [`GuardStore::retire`]: aaa_guard::GuardStore::retire
+pub(super) async fn retire(core: &Core, call: &Call) {
+    let key = guard_key(&call.tenant, &call.run, &call.call_id);
+    if let Err(error) = core.engine.store().retire(&key).await {
+        tracing::debug!(%error, key, "could not retire a settled call's record");
+    }
 }
 
 /// Reads a call's guard record.

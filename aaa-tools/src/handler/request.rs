@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
 use super::policy::PreCall;
-use super::{approval, guarded, records};
+use super::{approval, guarded, lease, records};
 use crate::args;
 use crate::bus::Message;
 use crate::error::{ArgProblem, ToolArgsError};
@@ -59,7 +59,7 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
     };
     let disposition = admit_and_run(core, &call, request.arguments, &message).await;
     if call::settle(&message, disposition).await && disposition == Disposition::Ack {
-        call::retire(core, &call).await;
+        lease::retire(core, &call).await;
     }
 }
 
