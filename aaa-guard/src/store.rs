@@ -388,57 +388,39 @@ mod tests {
         let running = CallRecord::start("t", "w", Delivery::AtLeastOnce, 3);
         let done = running.finished(RecordedOutcome::new("k", &1).unwrap());
         let unknown = running.unknown(RecordedOutcome::new("k", &1).unwrap());
-        // Records written in order: c0 and c1 finished, c2 running, c3 outcome unknown,
-        // c4 and c5 finished; every one is retired.
-        let written = [&done, &done, &running, &unknown, &done, &done];
-        let mut revisions = Vec::new();
-        for (i, record) in written.into_iter().enumerate() {
-            let key = format!("guard.t.r.c{i}");
-            revisions.push(now(kv.create(&key, record.to_json())).unwrap());
+        // Writes call `name`'s record and retires it; returns the revision.
+        let settle = |name: &str, record: &CallRecord| {
+            let key = format!("guard.t.r.{name}");
+            let revision = now(kv.create(&key, record.to_json())).unwrap();
             now(kv.retire(&key)).unwrap();
-        }
+            revision
+        };
+        let kept = || -> Vec<String> {
+            let keys = now(kv.keys("guard.t.r.")).unwrap();
+            keys.iter()
+                .map(|k| k["guard.t.r.".len()..].to_owned())
+                .collect()
+        };
+        // c0 and c1 finished, c2 running, c3 outcome unknown, c4 and c5 finished.
+        let written = [&done, &done, &running, &unknown, &done, &done];
+        let revisions: Vec<Revision> = (0..)
+            .zip(written)
+            .map(|(i, record)| settle(&format!("c{i}"), record))
+            .collect();
         now(kv.retire("guard.t.r.absent")).unwrap();
-        let kept = now(kv.keys("guard.")).unwrap();
         assert_eq!(
-            kept,
-            [
-                "guard.t.r.c2",
-                "guard.t.r.c3",
-                "guard.t.r.c4",
-                "guard.t.r.c5"
-            ],
+            kept(),
+            ["c2", "c3", "c4", "c5"],
             "the two oldest finished records went; running and unknown ones stay"
         );
         // A record rewritten after it was retired is not forgotten for that retirement
         // (only a retirement of its new revision would let it go).
         let again = done.marked_published().to_json();
         now(kv.update("guard.t.r.c4", again, revisions[4])).unwrap();
-        now(kv.create("guard.t.r.c6", done.to_json())).unwrap();
-        now(kv.retire("guard.t.r.c6")).unwrap();
-        let kept = now(kv.keys("guard.")).unwrap();
-        assert_eq!(
-            kept,
-            [
-                "guard.t.r.c2",
-                "guard.t.r.c3",
-                "guard.t.r.c4",
-                "guard.t.r.c5",
-                "guard.t.r.c6"
-            ]
-        );
-        now(kv.create("guard.t.r.c7", done.to_json())).unwrap();
-        now(kv.retire("guard.t.r.c7")).unwrap();
-        let kept = now(kv.keys("guard.")).unwrap();
-        assert_eq!(
-            kept,
-            [
-                "guard.t.r.c2",
-                "guard.t.r.c3",
-                "guard.t.r.c4",
-                "guard.t.r.c6",
-                "guard.t.r.c7"
-            ]
-        );
+        settle("c6", &done);
+        assert_eq!(kept(), ["c2", "c3", "c4", "c5", "c6"]);
+        settle("c7", &done);
+        assert_eq!(kept(), ["c2", "c3", "c4", "c6", "c7"]);
         assert_eq!(MemoryStore::new().retired_limit(), 100_000);
     }
 

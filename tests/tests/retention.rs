@@ -46,16 +46,21 @@ struct Gate {
 
 const LIMIT: usize = 40;
 
+fn registry(gate: &Arc<Gate>, runs: &Arc<Runs>) -> ToolRegistry {
+    ToolRegistry::builder()
+        .tools(tools![add, hold, count])
+        .state_arc(gate.clone())
+        .state_arc(runs.clone())
+        .build()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bounded_log_loses_no_call_and_no_outcome() {
     let bus = MemoryBus::with_retention(Retention::default().with_max_messages(LIMIT));
     let engine = Engine::new(bus.clone(), MemoryStore::new());
     let gate = Arc::new(Gate::default());
-    let registry = ToolRegistry::builder()
-        .tools(tools![add, hold])
-        .state_arc(gate.clone())
-        .build()
-        .unwrap();
+    let registry = registry(&gate, &Arc::default());
     let _worker = ToolHandler::new(registry).attach(&engine).await.unwrap();
 
     // A long-running call: its request stays unsettled, and keeps every newer message.
@@ -128,11 +133,7 @@ async fn a_bounded_log_loses_no_call_and_no_outcome() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_outcome_asked_for_again_is_the_same() {
     let engine = Engine::embedded();
-    let registry = ToolRegistry::builder()
-        .tools(tools![add, hold])
-        .state(Gate::default())
-        .build()
-        .unwrap();
+    let registry = registry(&Arc::default(), &Arc::default());
     let _worker = ToolHandler::new(registry).attach(&engine).await.unwrap();
     let run = engine.new_run();
     // Asked for while running, then again once handed out (read from the bus).
@@ -169,12 +170,7 @@ async fn the_store_forgets_only_the_oldest_settled_calls() {
     let engine = Engine::new(bus.clone(), store.clone());
     let runs = Arc::new(Runs::default());
     let gate = Arc::new(Gate::default());
-    let registry = ToolRegistry::builder()
-        .tools(tools![count, hold])
-        .state_arc(runs.clone())
-        .state_arc(gate.clone())
-        .build()
-        .unwrap();
+    let registry = registry(&gate, &runs);
     let _worker = ToolHandler::new(registry).attach(&engine).await.unwrap();
     let run = engine.new_run();
     let held = run.request("hold", json!({})).await.unwrap();

@@ -205,6 +205,12 @@ impl ConsumerState {
     }
 }
 
+/// Message `seq` of a log whose first message is `first_seq`, if it still holds it.
+fn stored_at(log: &VecDeque<Kept>, first_seq: u64, seq: u64) -> Option<&Stored> {
+    let index = usize::try_from(seq.checked_sub(first_seq)?).ok()?;
+    log.get(index).map(|kept| &kept.stored)
+}
+
 impl State {
     fn new() -> Self {
         State {
@@ -237,8 +243,7 @@ impl State {
 
     /// Message `seq`, if the log still holds it.
     fn get(&self, seq: u64) -> Option<&Stored> {
-        let index = usize::try_from(seq.checked_sub(self.first_seq)?).ok()?;
-        self.log.get(index).map(|kept| &kept.stored)
+        stored_at(&self.log, self.first_seq, seq)
     }
 
     /// Whether a consumer or a live replay still needs message `stored`, the oldest in
@@ -557,7 +562,7 @@ impl MemorySubscription {
         let first_seq = *first_seq;
         let end = first_seq + log.len() as u64;
         // Held messages are never removed, so every one looked up here is in the log.
-        let at = |seq: u64| &log[(seq - first_seq) as usize].stored;
+        let at = |seq: u64| stored_at(log, first_seq, seq).expect("a held message is kept");
         let Some(consumer) = consumers.get_mut(&self.durable) else {
             return Err(None);
         };
@@ -1209,18 +1214,16 @@ mod tests {
             .with_max_messages(2)
             .with_duplicate_window(Duration::from_secs(5));
         let bus = MemoryBus::with_retention(retention);
-        for id in ["a", "b", "a", "c"] {
+        let publish_as = async |id: &str| {
             bus.publish("q", id.as_bytes().to_vec().into(), Some(id))
                 .await
                 .unwrap();
+        };
+        // The second `a` is a duplicate; then `c` makes `a` the third id back,
+        // forgotten: the third `a` is stored, and the second `c` is a duplicate.
+        for id in ["a", "b", "a", "c", "a", "c"] {
+            publish_as(id).await;
         }
-        // `a` was a duplicate; then `c` made `a` the third id back, forgotten.
-        bus.publish("q", b"a".to_vec().into(), Some("a"))
-            .await
-            .unwrap();
-        bus.publish("q", b"c".to_vec().into(), Some("c"))
-            .await
-            .unwrap();
         let mut replay = bus.replay("q").await.unwrap();
         let mut bodies = Vec::new();
         for _ in 0..2 {
@@ -1229,9 +1232,7 @@ mod tests {
         assert_eq!(bodies, [b"c".to_vec(), b"a".to_vec()]);
         assert_eq!(kept_seqs(&bus), [3, 4]);
         tokio::time::sleep(Duration::from_secs(6)).await;
-        bus.publish("q", b"c".to_vec().into(), Some("c"))
-            .await
-            .unwrap();
+        publish_as("c").await;
         assert_eq!(kept_seqs(&bus).last(), Some(&5), "past the window");
     }
 

@@ -196,8 +196,9 @@ async fn run_granted(
             .await
         {
             // The approval answers a repeated decision from now on: the call's own
-            // record is settled.
-            Ok(_) => lease::retire(core, call).await,
+            // record (if it ran under the guard) is settled.
+            Ok(_) if entry.config.guard.enabled => lease::retire(core, call).await,
+            Ok(_) => {}
             Err(error) => {
                 tracing::warn!(%error, key, "could not mark an approval done; its outcome is published");
             }

@@ -20,8 +20,8 @@ pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String
 }
 
 /// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is
-/// published and the message that carried it acknowledged. A call without a record
-/// (unguarded, or refused before it ran) leaves nothing to retire.
+/// published and the message that carried it acknowledged. Only a call that ran under
+/// the guard has a record to retire.
 ///
 /// [`GuardStore::retire`]: aaa_guard::GuardStore::retire
 pub(super) async fn retire(core: &Core, call: &Call) {

@@ -57,8 +57,8 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
         name: request.name,
         meta: request.meta,
     };
-    let disposition = admit_and_run(core, &call, request.arguments, &message).await;
-    if call::settle(&message, disposition).await && disposition == Disposition::Ack {
+    let (disposition, guarded) = admit_and_run(core, &call, request.arguments, &message).await;
+    if call::settle(&message, disposition).await && disposition == Disposition::Ack && guarded {
         lease::retire(core, &call).await;
     }
 }
@@ -75,29 +75,29 @@ async fn refuse(
     call::ack_if(call::publish_outcome(core, retry, call, outcome).await)
 }
 
-/// The checks before a call runs, then the run (or the approval request).
+/// The checks before a call runs, then the run (or the approval request). Returns what
+/// to do with the message, and whether the call ran under the guard (so has a record
+/// to retire once the message is acknowledged).
 async fn admit_and_run(
     core: &Core,
     call: &Call,
     arguments: Value,
     message: &Message,
-) -> Disposition {
+) -> (Disposition, bool) {
     let Some(entry) = core.entry(&call.name) else {
         let text = core.unknown_tool_message(&call.name);
-        return refuse(
-            core,
-            &super::RetryPolicy::default(),
-            call,
-            FailureKind::UnknownTool,
-            text,
-        )
-        .await;
+        let retry = super::RetryPolicy::default();
+        let refused = refuse(core, &retry, call, FailureKind::UnknownTool, text).await;
+        return (refused, false);
     };
     let retry = entry.handler.result_retry.clone();
     let arguments = match checked_arguments(&entry, arguments) {
         Ok(arguments) => arguments,
         Err(error) => {
-            return refuse(core, &retry, call, FailureKind::BadArgs, error.to_string()).await;
+            return (
+                refuse(core, &retry, call, FailureKind::BadArgs, error.to_string()).await,
+                false,
+            );
         }
     };
     let mut approval_reason = None;
@@ -110,7 +110,10 @@ async fn admit_and_run(
     match decision {
         PreCall::Allow => {}
         PreCall::Reject(reason) => {
-            return refuse(core, &retry, call, FailureKind::Policy, reason).await;
+            return (
+                refuse(core, &retry, call, FailureKind::Policy, reason).await,
+                false,
+            );
         }
         PreCall::RequireApproval(reason) => approval_reason = Some(reason),
     }
@@ -127,17 +130,20 @@ async fn admit_and_run(
         {
             Ok(None) => {}
             Ok(Some(reason)) => {
-                return refuse(core, &retry, call, FailureKind::Policy, reason).await;
+                return (
+                    refuse(core, &retry, call, FailureKind::Policy, reason).await,
+                    false,
+                );
             }
             Err(error) => {
                 tracing::warn!(%error, "the budget store failed; the request will be delivered again");
-                return Disposition::Nak;
+                return (Disposition::Nak, false);
             }
         }
     }
     if entry.config.requires_approval || approval_reason.is_some() {
         // Boxed: the approval path is rare and would enlarge every call's task.
-        return Box::pin(approval::request_approval(
+        let requested = Box::pin(approval::request_approval(
             core,
             &entry,
             call,
@@ -146,8 +152,10 @@ async fn admit_and_run(
             message,
         ))
         .await;
+        return (requested, false);
     }
-    guarded::run_call(core, &entry, call, arguments, message).await
+    let disposition = guarded::run_call(core, &entry, call, arguments, message).await;
+    (disposition, entry.config.guard.enabled)
 }
 
 /// The arguments as an object, parsed from text when a provider sent a string, within
