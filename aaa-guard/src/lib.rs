@@ -43,6 +43,7 @@
 mod config;
 mod fence;
 mod lease;
+mod memory_store;
 mod record;
 mod store;
 mod written;
@@ -50,6 +51,7 @@ mod written;
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
 pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
+pub use memory_store::MemoryStore;
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
-pub use store::{GuardStore, MemoryStore, check_key};
+pub use store::{GuardStore, check_key};
 pub use written::{Entry, Revision, StoreError, StoreFuture};

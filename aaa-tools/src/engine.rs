@@ -1,6 +1,6 @@
 //! [`Engine`] and [`RunHandle`]: requesting tool calls and reading their outcomes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use aaa_guard::{GuardStore, MemoryStore};
@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use crate::bus::{Bus, BusError, MemoryBus, Stored};
+use crate::call_set::CallSet;
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, Parsed,
     TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
@@ -368,7 +369,7 @@ struct WatchState {
     arrived: HashMap<CallId, Stored, foldhash::fast::RandomState>,
     /// The calls whose outcome has been handed out: only their ids are kept (a long
     /// run does not keep every result it ever had), and asking again reads the bus.
-    handed_out: HashSet<CallId, foldhash::fast::RandomState>,
+    handed_out: CallSet,
     waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>, foldhash::fast::RandomState>,
     ended: bool,
 }

@@ -101,6 +101,7 @@
 
 mod args;
 pub mod bus;
+mod call_set;
 mod context;
 mod engine;
 mod error;

@@ -781,7 +781,7 @@ async fn in_process_events_travel_unwritten_and_read_back_as_the_wire_format() {
         );
         let event = Event::from_bytes(&stored.payload).expect("a valid event");
         assert!(stored.payload.is_written());
-        assert_eq!(event.bus_subject(), stored.subject);
+        assert_eq!(event.bus_subject(), &*stored.subject);
         kinds.push(event.kind.clone());
         if event.kind == event::TOOL_COMPLETED {
             let data: event::ToolCompleted = event.into_data().unwrap();

@@ -188,7 +188,7 @@ async fn emitted_facts_are_stored_deduplicated_and_kept_in_order() {
     let mut seen = Vec::new();
     for _ in 0..3 {
         let stored = replay.next().await.unwrap().unwrap();
-        seen.push((stored.subject, stored.payload.to_vec()));
+        seen.push((stored.subject.to_string(), stored.payload.to_vec()));
     }
     assert_eq!(
         seen,

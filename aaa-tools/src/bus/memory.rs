@@ -4,7 +4,7 @@
 //! (usually one or two, so none allocates) and sends them once the bus's lock is
 //! released.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -15,6 +15,7 @@ use smallvec::SmallVec;
 use tokio::sync::Notify;
 use tokio::time::{Instant, Sleep};
 
+use super::recent_ids::RecentIds;
 use super::{
     Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Retention,
     Stored, Subscription, is_dot, subject_matches, tokens_match,
@@ -62,15 +63,35 @@ struct State {
     /// The sequence number of `log[0]` (of the next publish while the log is empty).
     first_seq: u64,
     /// Message ids seen within the de-duplication window, and when (oldest first).
-    recent_ids: HashSet<Arc<str>, Hasher>,
-    recent_order: VecDeque<(Instant, Arc<str>)>,
+    recent_ids: RecentIds,
     consumers: HashMap<String, ConsumerState, Hasher>,
     /// Replay streams following the log, each woken only by matching publishes.
     replays: Vec<Weak<Replay>>,
-    /// The sequence numbers kept, by their subject's first three tokens
-    /// (`aaa.<tenant>.<run>`), so replaying one run reads that run's messages, not the
-    /// whole log.
-    by_prefix: HashMap<String, VecDeque<u64>, Hasher>,
+    /// The messages kept, by their subject's first three tokens (`aaa.<tenant>.<run>`).
+    by_prefix: HashMap<String, RunIndex, Hasher>,
+}
+
+/// What the log holds of one run (one subject prefix).
+struct RunIndex {
+    /// The sequence numbers of its messages, oldest first, so replaying one run reads
+    /// that run's messages, not the whole log.
+    seqs: VecDeque<u64>,
+    /// The subjects its messages were published on (a run uses a handful, again and
+    /// again): its messages share them instead of holding a copy each, so a long log
+    /// holds, and later frees, one allocation less per message.
+    subjects: SmallVec<[Arc<str>; 4]>,
+}
+
+impl RunIndex {
+    /// Shares the copy of `subject` this run's messages hold, making it if needed.
+    fn subject(&mut self, subject: &str) -> Arc<str> {
+        if let Some(shared) = self.subjects.iter().find(|s| ***s == *subject) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(subject);
+        self.subjects.push(shared.clone());
+        shared
+    }
 }
 
 /// A message in the log, and when it was published (for [`Retention::max_age`]).
@@ -216,23 +237,10 @@ impl State {
         State {
             log: VecDeque::new(),
             first_seq: 1,
-            recent_ids: HashSet::default(),
-            recent_order: VecDeque::new(),
+            recent_ids: RecentIds::new(),
             consumers: HashMap::default(),
             replays: Vec::new(),
             by_prefix: HashMap::default(),
-        }
-    }
-
-    /// Forgets the oldest publish ids while `stale(published at, ids held)` says so.
-    fn forget_ids(&mut self, stale: impl Fn(Instant, usize) -> bool) {
-        while let Some((at, _)) = self.recent_order.front() {
-            if !stale(*at, self.recent_order.len()) {
-                break;
-            }
-            if let Some((_, id)) = self.recent_order.pop_front() {
-                self.recent_ids.remove(&id);
-            }
         }
     }
 
@@ -249,7 +257,7 @@ impl State {
     /// Whether a consumer or a live replay still needs message `stored`, the oldest in
     /// the log.
     fn is_held(&self, stored: &Stored) -> bool {
-        let (seq, subject) = (stored.seq, stored.subject.as_str());
+        let (seq, subject) = (stored.seq, &*stored.subject);
         self.consumers.values().any(|c| c.holds(seq, subject))
             || self.replays.iter().any(|replay| {
                 replay.upgrade().is_some_and(|replay| {
@@ -277,10 +285,10 @@ impl State {
             self.first_seq += 1;
             // The oldest message is the oldest of its run too.
             if let Some(prefix) = prefix_of(&kept.stored.subject)
-                && let Some(seqs) = self.by_prefix.get_mut(prefix)
+                && let Some(run) = self.by_prefix.get_mut(prefix)
             {
-                seqs.pop_front();
-                if seqs.is_empty() {
+                run.seqs.pop_front();
+                if run.seqs.is_empty() {
                     self.by_prefix.remove(prefix);
                 }
             }
@@ -387,34 +395,43 @@ impl MemoryBus {
         let retention = &self.shared.retention;
         let mut state = self.shared.lock();
         let now = Instant::now();
-        state.forget_ids(|at, _| now.duration_since(at) >= retention.duplicate_window());
+        let window = retention.duplicate_window();
+        state
+            .recent_ids
+            .forget_while(|at, _| now.duration_since(at) >= window);
         if let Some(id) = msg_id {
             if state.recent_ids.contains(id) {
                 return Ok(());
             }
             // Room for one more id.
             let limit = retention.max_messages();
-            state.forget_ids(|_, held| held >= limit);
-            let id: Arc<str> = Arc::from(id);
-            state.recent_ids.insert(id.clone());
-            state.recent_order.push_back((now, id));
+            state.recent_ids.forget_while(|_, held| held >= limit);
+            state.recent_ids.insert(id, now);
         }
         let seq = state.next_seq();
-        if let Some(prefix) = prefix_of(subject) {
+        let shared_subject = match prefix_of(subject) {
             // Most publishes extend a run already indexed: no key to allocate.
-            match state.by_prefix.get_mut(prefix) {
-                Some(seqs) => seqs.push_back(seq),
-                None => {
-                    state
-                        .by_prefix
-                        .insert(prefix.to_owned(), VecDeque::from([seq]));
+            Some(prefix) => match state.by_prefix.get_mut(prefix) {
+                Some(run) => {
+                    run.seqs.push_back(seq);
+                    run.subject(subject)
                 }
-            }
-        }
+                None => {
+                    let mut run = RunIndex {
+                        seqs: VecDeque::from([seq]),
+                        subjects: SmallVec::new(),
+                    };
+                    let shared = run.subject(subject);
+                    state.by_prefix.insert(prefix.to_owned(), run);
+                    shared
+                }
+            },
+            None => Arc::from(subject),
+        };
         state.log.push_back(Kept {
             stored: Stored {
                 seq,
-                subject: subject.to_owned(),
+                subject: shared_subject,
                 payload,
             },
             at: now,
@@ -769,7 +786,7 @@ fn next_match(state: &State, filters: &Filters, prefix: Option<&str>, from: u64)
     let matching = |seq: u64| state.get(seq).filter(|s| filters.matches(&s.subject));
     match prefix {
         Some(prefix) => {
-            let seqs = state.by_prefix.get(prefix)?;
+            let seqs = &state.by_prefix.get(prefix)?.seqs;
             let start = seqs.partition_point(|seq| *seq < from);
             seqs.range(start..).find_map(|seq| matching(*seq)).cloned()
         }
@@ -1112,7 +1129,7 @@ mod tests {
         let state = bus.shared.lock();
         let runs: Vec<&String> = state.by_prefix.keys().collect();
         assert_eq!(runs, ["aaa.t.r2"]);
-        assert_eq!(state.by_prefix["aaa.t.r2"], [11, 12, 13]);
+        assert_eq!(state.by_prefix["aaa.t.r2"].seqs, [11, 12, 13]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -27,6 +27,7 @@
 
 mod memory;
 mod payload;
+mod recent_ids;
 mod retention;
 
 use std::future::Future;
@@ -78,8 +79,8 @@ impl BusError {
 pub struct Stored {
     /// Its position in the log.
     pub seq: u64,
-    /// Its subject.
-    pub subject: String,
+    /// Its subject (shared: the embedded bus keeps one copy of each subject per run).
+    pub subject: Arc<str>,
     /// Its content, shared with the log that holds it (cloning is a reference count).
     pub payload: Payload,
 }
@@ -141,8 +142,8 @@ pub trait Acker: Send + Sync {
 
 /// A delivered message.
 pub struct Message {
-    /// Its subject.
-    pub subject: String,
+    /// Its subject (shared with the log that holds it).
+    pub subject: Arc<str>,
     /// Its content, shared with the log that holds it.
     pub payload: Payload,
     /// Its position in the log (what acks refer to).
@@ -155,14 +156,14 @@ pub struct Message {
 impl Message {
     /// A message settled through `acker` (for bus implementations).
     pub fn new(
-        subject: String,
+        subject: impl Into<Arc<str>>,
         payload: Payload,
         seq: u64,
         delivery_count: u32,
         acker: Arc<dyn Acker>,
     ) -> Self {
         Message {
-            subject,
+            subject: subject.into(),
             payload,
             seq,
             delivery_count,

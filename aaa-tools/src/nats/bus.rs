@@ -126,7 +126,7 @@ impl NatsBus {
             let seq = message.info().map_err(unavailable)?.stream_sequence;
             Ok(Stored {
                 seq,
-                subject: message.subject.to_string(),
+                subject: Arc::from(message.subject.as_str()),
                 payload: message.payload.clone().into(),
             })
         });

@@ -1,0 +1,359 @@
+//! [`MemoryStore`]: the in-process [`GuardStore`].
+//!
+//! Records live in a [`Table`] keyed by string, each slot holding its key's hash, so
+//! the store's busiest work, forgetting the oldest settled call at nearly every call,
+//! reads no cold key (see the table's docs). Listing by prefix reads an index of keys
+//! by their first token, built the first time that group is listed and kept from then
+//! on: groups nobody lists (a long-running engine's `guard.` records) cost nothing to
+//! index, and the groups a handler lists again and again (`approval-due.`, at every
+//! sweep) read only their own keys.
+
+mod table;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use hashbrown::HashTable;
+
+use crate::store::{GuardStore, check_key};
+use crate::written::{Entry, Revision, StoreError, StoreFuture};
+use table::{Slot, Table};
+
+/// The in-process [`GuardStore`]: a map behind a mutex. Clones share the same records, so
+/// several engines in one process (workers in tests) see one store.
+///
+/// ```
+/// use aaa_guard::{GuardStore, MemoryStore, StoreError};
+///
+/// # futures_lite_block_on(async {
+/// let kv = MemoryStore::new();
+/// let rev = kv.create("a.b", b"1".to_vec()).await.unwrap();
+/// let rev2 = kv.update("a.b", b"2".to_vec(), rev).await.unwrap();
+/// assert!(matches!(kv.update("a.b", b"3".to_vec(), rev).await, Err(StoreError::Conflict { .. })));
+/// assert_eq!(kv.get("a.b").await.unwrap().unwrap().revision, rev2);
+/// # });
+/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     use std::task::{Context, Poll, Waker};
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = Context::from_waker(Waker::noop());
+/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// ```
+///
+/// # What it keeps
+///
+/// Every record stays until it is deleted, except the records of settled calls
+/// ([`retire`](GuardStore::retire)d): of those it keeps the most recent 100 000 by
+/// default ([`with_retired_limit`](MemoryStore::with_retired_limit)), so a
+/// long-running embedded engine's store levels off. A request that repeats a call
+/// whose record was forgotten runs it as a new call; every other record (a call
+/// running, waiting or with its outcome unknown, approvals, budgets) stays.
+///
+/// # Listing
+///
+/// [`keys`](GuardStore::keys) with a prefix that names its first token whole
+/// (`approval-due.`) reads that group's index, made at the first such listing; a
+/// shorter prefix (`appr`) reads every record.
+#[derive(Clone)]
+pub struct MemoryStore {
+    inner: Arc<Mutex<MemoryInner>>,
+    retired_limit: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Arc::default(),
+            retired_limit: 100_000,
+        }
+    }
+}
+
+/// The keys of one group (first token) of records, each with its hash.
+type Group = HashTable<(u64, Arc<str>)>;
+
+#[derive(Default)]
+struct MemoryInner {
+    records: Table,
+    /// The keys of each group listed so far, by first token.
+    groups: HashMap<String, Group, foldhash::fast::RandomState>,
+    last_revision: Revision,
+    /// Settled calls' records, oldest first: the hash of the key and the revision it
+    /// was retired at.
+    retired: VecDeque<(u64, Revision)>,
+}
+
+impl MemoryInner {
+    /// Takes a removed record out of its group's index.
+    fn unindex(&mut self, slot: &Slot) {
+        if !slot.indexed {
+            return;
+        }
+        if let Some(group) = self.groups.get_mut(first_token(&slot.key))
+            && let Ok(found) = group.find_entry(slot.hash, |(_, k)| Arc::ptr_eq(k, &slot.key))
+        {
+            found.remove();
+        }
+    }
+
+    /// The index of group `token`, made from the records now if nobody listed it yet.
+    fn group(&mut self, token: &str) -> &Group {
+        let MemoryInner {
+            records, groups, ..
+        } = self;
+        groups.entry(token.to_owned()).or_insert_with(|| {
+            let mut group = Group::new();
+            for slot in records.iter_mut() {
+                if first_token(&slot.key) == token {
+                    slot.indexed = true;
+                    group.insert_unique(slot.hash, (slot.hash, slot.key.clone()), |(h, _)| *h);
+                }
+            }
+            group
+        })
+    }
+}
+
+/// The first token of a key (or of a prefix).
+fn first_token(key: &str) -> &str {
+    key.split('.').next().unwrap_or(key)
+}
+
+impl MemoryStore {
+    /// An empty store that keeps the records of the last 100 000 settled calls.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Keeps the records of the last `limit` settled calls (`usize::MAX`: all of them).
+    pub fn with_retired_limit(mut self, limit: usize) -> Self {
+        self.retired_limit = limit;
+        self
+    }
+
+    /// How many settled calls' records it keeps.
+    pub fn retired_limit(&self) -> usize {
+        self.retired_limit
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut MemoryInner) -> T) -> T {
+        // A panic while holding the lock cannot leave a record half-written (every
+        // operation is a single map write), so a poisoned lock is safe to reuse.
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let len = self.with(|m| m.records.len());
+        f.debug_struct("MemoryStore")
+            .field("records", &len)
+            .finish()
+    }
+}
+
+impl GuardStore for MemoryStore {
+    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.with(|m| {
+                let hash = m.records.hash(key);
+                if m.records.get(hash, key).is_some() {
+                    return Err(StoreError::Exists {
+                        key: key.to_owned(),
+                    });
+                }
+                m.last_revision += 1;
+                let revision = m.last_revision;
+                let key: Arc<str> = Arc::from(key);
+                let indexed = match m.groups.get_mut(first_token(&key)) {
+                    Some(group) => {
+                        group.insert_unique(hash, (hash, key.clone()), |(h, _)| *h);
+                        true
+                    }
+                    None => false,
+                };
+                m.records.insert_new(Slot {
+                    hash,
+                    key,
+                    entry: Entry { value, revision },
+                    indexed,
+                });
+                Ok(revision)
+            })
+        })
+    }
+
+    fn update<'a>(
+        &'a self,
+        key: &'a str,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> StoreFuture<'a, Revision> {
+        Box::pin(async move {
+            check_key(key)?;
+            self.with(|m| {
+                let next = m.last_revision + 1;
+                let hash = m.records.hash(key);
+                match m.records.get_mut(hash, key) {
+                    Some(slot) if slot.entry.revision == expected => {
+                        slot.entry = Entry {
+                            value,
+                            revision: next,
+                        };
+                        m.last_revision = next;
+                        Ok(next)
+                    }
+                    found => Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected,
+                        found: found.map(|s| s.entry.revision),
+                    }),
+                }
+            })
+        })
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        Box::pin(async move {
+            Ok(self.with(|m| {
+                let hash = m.records.hash(key);
+                m.records.get(hash, key).map(|slot| slot.entry.clone())
+            }))
+        })
+    }
+
+    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let removed = self.with(|m| {
+                let hash = m.records.hash(key);
+                let removed = m.records.remove(hash, key);
+                if let Some(slot) = &removed {
+                    m.unindex(slot);
+                }
+                removed
+            });
+            drop(removed);
+            Ok(())
+        })
+    }
+
+    fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let forgotten = self.with(|m| {
+                let hash = m.records.hash(key);
+                let slot = m.records.get(hash, key)?;
+                if !crate::record::is_finished_json(&slot.entry.value) {
+                    return None;
+                }
+                let revision = slot.entry.revision;
+                m.retired.push_back((hash, revision));
+                if m.retired.len() <= self.retired_limit {
+                    return None;
+                }
+                let (hash, revision) = m.retired.pop_front()?;
+                // Rewritten since (a repeated request recorded its answer): that write
+                // was retired again, and is forgotten in its turn.
+                let forgotten = m.records.remove_at(hash, revision)?;
+                m.unindex(&forgotten);
+                Some(forgotten)
+            });
+            // Freed after the lock is released: its memory is cold by now.
+            drop(forgotten);
+            Ok(())
+        })
+    }
+
+    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            Ok(self.with(|m| {
+                let matching = |key: &Arc<str>| key.starts_with(prefix).then(|| key.to_string());
+                let mut keys: Vec<String> = if prefix.contains('.') {
+                    let group = m.group(first_token(prefix));
+                    group.iter().filter_map(|(_, key)| matching(key)).collect()
+                } else {
+                    m.records.iter().filter_map(|s| matching(&s.key)).collect()
+                };
+                keys.sort_unstable();
+                keys
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now<F: Future>(f: F) -> F::Output {
+        use std::task::{Context, Poll, Waker};
+        let mut f = std::pin::pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the memory store never waits"),
+        }
+    }
+
+    #[test]
+    fn only_the_oldest_settled_finished_records_are_forgotten() {
+        use crate::{CallRecord, Delivery, RecordedOutcome};
+        let kv = MemoryStore::new().with_retired_limit(2);
+        let running = CallRecord::start("t", "w", Delivery::AtLeastOnce, 3);
+        let done = running.finished(RecordedOutcome::new("k", &1).unwrap());
+        let unknown = running.unknown(RecordedOutcome::new("k", &1).unwrap());
+        // Writes call `name`'s record and retires it; returns the revision.
+        let settle = |name: &str, record: &CallRecord| {
+            let key = format!("guard.t.r.{name}");
+            let revision = now(kv.create(&key, record.to_json())).unwrap();
+            now(kv.retire(&key)).unwrap();
+            revision
+        };
+        let kept = || -> Vec<String> {
+            let keys = now(kv.keys("guard.t.r.")).unwrap();
+            keys.iter()
+                .map(|k| k["guard.t.r.".len()..].to_owned())
+                .collect()
+        };
+        // c0 and c1 finished, c2 running, c3 outcome unknown, c4 and c5 finished.
+        let written = [&done, &done, &running, &unknown, &done, &done];
+        let revisions: Vec<Revision> = (0..)
+            .zip(written)
+            .map(|(i, record)| settle(&format!("c{i}"), record))
+            .collect();
+        now(kv.retire("guard.t.r.absent")).unwrap();
+        assert_eq!(
+            kept(),
+            ["c2", "c3", "c4", "c5"],
+            "the two oldest finished records went; running and unknown ones stay"
+        );
+        // A record rewritten after it was retired is not forgotten for that retirement
+        // (only a retirement of its new revision would let it go).
+        let again = done.marked_published().to_json();
+        now(kv.update("guard.t.r.c4", again, revisions[4])).unwrap();
+        settle("c6", &done);
+        assert_eq!(kept(), ["c2", "c3", "c4", "c5", "c6"]);
+        settle("c7", &done);
+        assert_eq!(kept(), ["c2", "c3", "c4", "c6", "c7"]);
+        assert_eq!(MemoryStore::new().retired_limit(), 100_000);
+    }
+
+    #[test]
+    fn keys_lists_by_prefix_in_order_across_groups() {
+        let kv = MemoryStore::new();
+        for key in ["b.2", "a.x.1", "b.1", "ab.1", "a.y", "b2.1"] {
+            now(kv.create(key, vec![])).unwrap();
+        }
+        assert_eq!(now(kv.keys("b.")).unwrap(), ["b.1", "b.2"]);
+        assert_eq!(now(kv.keys("a.x")).unwrap(), ["a.x.1"]);
+        assert_eq!(now(kv.keys("a")).unwrap(), ["a.x.1", "a.y", "ab.1"]);
+        assert_eq!(now(kv.keys("")).unwrap().len(), 6);
+        now(kv.delete("b.1")).unwrap();
+        assert_eq!(now(kv.keys("b")).unwrap(), ["b.2", "b2.1"]);
+        assert!(now(kv.keys("c.")).unwrap().is_empty());
+        // A deleted key can be created again; an update keeps it listed once.
+        let rev = now(kv.create("b.1", vec![1])).unwrap();
+        now(kv.update("b.1", vec![2], rev)).unwrap();
+        assert_eq!(now(kv.keys("b.")).unwrap(), ["b.1", "b.2"]);
+    }
+}

@@ -1,0 +1,152 @@
+//! [`RecentIds`]: the publish ids a [`MemoryBus`](super::MemoryBus) remembers, to drop
+//! a publish that repeats one.
+//!
+//! A long-running bus remembers up to [`Retention::max_messages`](super::Retention)
+//! ids, and forgets the oldest at nearly every publish. By then that id is cold: it
+//! was written tens of thousands of calls ago. So forgetting one must touch as little
+//! memory as it can. The ids' text lies end to end in one ring of bytes (no allocation
+//! per id, nothing to free), and the index is a `hashbrown` [`HashTable`] of `(hash,
+//! ordinal)` pairs: removing an entry finds it by its stored hash and its ordinal,
+//! never reading the text again, and growing the table rehashes from the stored
+//! hashes. The text is read only when a new id's full hash equals a remembered one's,
+//! which is when it really is a repeat.
+
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use tokio::time::Instant;
+
+/// One remembered id: when it was published, its hash, and where its text is.
+struct Seen {
+    at: Instant,
+    hash: u64,
+    /// Where its text starts, counted from the first byte ever written.
+    start: u64,
+    len: usize,
+}
+
+/// Publish ids seen, oldest first, with an index by hash.
+pub(super) struct RecentIds {
+    /// Every remembered id's text, oldest first, end to end.
+    text: VecDeque<u8>,
+    /// Every remembered id, oldest first: `order[i]` has ordinal `first + i`.
+    order: VecDeque<Seen>,
+    /// The ordinal of `order[0]`.
+    first: u64,
+    /// Where `text[0]` is, counted from the first byte ever written.
+    text_start: u64,
+    /// `(hash, ordinal)` of each remembered id.
+    index: HashTable<(u64, u64)>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl RecentIds {
+    pub(super) fn new() -> Self {
+        RecentIds {
+            text: VecDeque::new(),
+            order: VecDeque::new(),
+            first: 0,
+            text_start: 0,
+            index: HashTable::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// Whether `id` is remembered.
+    pub(super) fn contains(&self, id: &str) -> bool {
+        let hash = self.hasher.hash_one(id);
+        self.index
+            .find(hash, |&(h, ordinal)| {
+                h == hash && self.text_of(ordinal).eq(id.bytes())
+            })
+            .is_some()
+    }
+
+    /// Remembers `id` (which it does not remember yet), published at `at`.
+    pub(super) fn insert(&mut self, id: &str, at: Instant) {
+        let hash = self.hasher.hash_one(id);
+        let ordinal = self.first + self.order.len() as u64;
+        let start = self.text_start + self.text.len() as u64;
+        self.text.extend(id.bytes());
+        self.order.push_back(Seen {
+            at,
+            hash,
+            start,
+            len: id.len(),
+        });
+        self.index
+            .insert_unique(hash, (hash, ordinal), |&(hash, _)| hash);
+    }
+
+    /// Forgets the oldest ids while `stale(published at, ids remembered)` says so.
+    pub(super) fn forget_while(&mut self, stale: impl Fn(Instant, usize) -> bool) {
+        while let Some(oldest) = self.order.front() {
+            if !stale(oldest.at, self.order.len()) {
+                break;
+            }
+            let (hash, len, ordinal) = (oldest.hash, oldest.len, self.first);
+            self.order.pop_front();
+            self.first += 1;
+            self.text.drain(..len);
+            self.text_start += len as u64;
+            if let Ok(entry) = self.index.find_entry(hash, |&(_, o)| o == ordinal) {
+                entry.remove();
+            }
+        }
+    }
+
+    /// The text of the id with `ordinal` (which is remembered).
+    fn text_of(&self, ordinal: u64) -> impl Iterator<Item = u8> + '_ {
+        let seen = &self.order[(ordinal - self.first) as usize];
+        let start = (seen.start - self.text_start) as usize;
+        self.text.range(start..start + seen.len).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Ids of every length from 0 to 40, so the text ring holds them unevenly.
+    fn id(i: usize) -> String {
+        format!("{i}-{}", "x".repeat(i % 41))
+    }
+
+    #[test]
+    fn remembers_ids_until_they_are_forgotten_oldest_first() {
+        let start = Instant::now();
+        let mut ids = RecentIds::new();
+        for i in 0..1_000 {
+            ids.insert(&id(i), start + Duration::from_millis(i as u64));
+        }
+        assert!((0..1_000).all(|i| ids.contains(&id(i))));
+        assert!(!ids.contains("1000-"), "an id never inserted");
+        assert!(
+            !ids.contains("7-xxxxxx"),
+            "a prefix of a remembered id is not it"
+        );
+        assert!(!ids.contains(""), "nor is the empty id");
+
+        // By count: keep the newest 600.
+        ids.forget_while(|_, held| held > 600);
+        assert!((0..400).all(|i| !ids.contains(&id(i))));
+        assert!((400..1_000).all(|i| ids.contains(&id(i))));
+
+        // By age: everything published before the 900th millisecond.
+        let cutoff = start + Duration::from_millis(900);
+        ids.forget_while(|at, _| at < cutoff);
+        assert!((0..900).all(|i| !ids.contains(&id(i))));
+        assert!((900..1_000).all(|i| ids.contains(&id(i))));
+
+        // Forgotten ids can be remembered again, and the ring keeps their text apart.
+        for i in 0..50 {
+            ids.insert(&id(i), cutoff);
+        }
+        assert!((0..50).chain(900..1_000).all(|i| ids.contains(&id(i))));
+        ids.forget_while(|_, _| true);
+        assert!((0..1_000).all(|i| !ids.contains(&id(i))));
+        assert!(ids.text.is_empty() && ids.index.is_empty());
+    }
+}
