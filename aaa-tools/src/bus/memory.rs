@@ -83,11 +83,14 @@ struct RunIndex {
 }
 
 impl RunIndex {
-    /// Shares the copy of `subject` this run's messages hold, making it if needed.
-    fn subject(&mut self, subject: &str) -> Arc<str> {
-        if let Some(shared) = self.subjects.iter().find(|s| ***s == *subject) {
-            return shared.clone();
-        }
+    /// The copy of `subject` this run's messages share, if it published on it before.
+    fn known(&self, subject: &str) -> Option<Arc<str>> {
+        self.subjects.iter().find(|s| ***s == *subject).cloned()
+    }
+
+    /// A copy of `subject` (which it does not know yet) for this run's messages to
+    /// share.
+    fn intern(&mut self, subject: &str) -> Arc<str> {
         let shared: Arc<str> = Arc::from(subject);
         self.subjects.push(shared.clone());
         shared
@@ -150,6 +153,16 @@ struct Filters {
 enum Shape {
     /// No wildcard: equal or not.
     Literal,
+    /// Literal tokens, then one or more `*`, then literal tokens
+    /// (`aaa.*.*.tool.requested`, the handler's own): the subject starts with the
+    /// filter's first `head` bytes, ends with its last `tail` bytes, and what lies
+    /// between holds `dots` dots. Subjects are checked when published (no empty
+    /// token), so counting dots, which the compiler vectorises, counts the tokens.
+    Span {
+        head: usize,
+        tail: usize,
+        dots: usize,
+    },
     /// `*` wildcards only: token for token from the end.
     Closed,
     /// Ends with `>`: token for token from the start.
@@ -166,7 +179,7 @@ impl Filters {
                 } else if f == ">" || f.ends_with(".>") {
                     Shape::Rest
                 } else {
-                    Shape::Closed
+                    span_of(f).unwrap_or(Shape::Closed)
                 }
             })
             .collect();
@@ -179,6 +192,17 @@ impl Filters {
             .zip(&self.shape)
             .any(|(filter, shape)| match shape {
                 Shape::Literal => filter == subject,
+                Shape::Span { head, tail, dots } => {
+                    let (f, s) = (filter.as_bytes(), subject.as_bytes());
+                    s.len() > head + tail + 2 * dots
+                        && s.starts_with(&f[..*head])
+                        && s.ends_with(&f[f.len() - tail..])
+                        && s[*head..s.len() - tail]
+                            .iter()
+                            .filter(|b| **b == b'.')
+                            .count()
+                            == *dots
+                }
                 Shape::Closed => tokens_match(
                     filter.as_bytes().rsplit(is_dot),
                     subject.as_bytes().rsplit(is_dot),
@@ -186,6 +210,29 @@ impl Filters {
                 Shape::Rest => subject_matches(filter, subject),
             })
     }
+}
+
+/// The [`Shape::Span`] of a filter of `*` and literal tokens, if its wildcards are
+/// all next to each other.
+fn span_of(filter: &str) -> Option<Shape> {
+    let tokens: Vec<&str> = filter.split('.').collect();
+    let first = tokens.iter().position(|t| *t == "*")?;
+    let stars = tokens[first..].iter().take_while(|t| **t == "*").count();
+    if tokens[first + stars..]
+        .iter()
+        .any(|t| *t == "*" || *t == ">")
+    {
+        return None;
+    }
+    // The literal tokens before the stars with the dot after each; those after them
+    // with the dot before each.
+    let head: usize = tokens[..first].iter().map(|t| t.len() + 1).sum();
+    let tail: usize = tokens[first + stars..].iter().map(|t| t.len() + 1).sum();
+    Some(Shape::Span {
+        head,
+        tail,
+        dots: stars - 1,
+    })
 }
 
 struct ConsumerState {
@@ -386,47 +433,56 @@ impl MemoryBus {
         payload: Payload,
         msg_id: Option<&str>,
     ) -> Result<(), BusError> {
-        if let Err(why) = super::check_subject(subject, false) {
+        let retention = &self.shared.retention;
+        let mut state = self.shared.lock();
+        let State {
+            by_prefix,
+            recent_ids,
+            log,
+            first_seq,
+            ..
+        } = &mut *state;
+        let seq = *first_seq + log.len() as u64;
+        let prefix = prefix_of(subject);
+        let mut run = prefix.and_then(|prefix| by_prefix.get_mut(prefix));
+        // A subject this run published on before was checked then.
+        let known = run.as_ref().and_then(|run| run.known(subject));
+        if known.is_none()
+            && let Err(why) = super::check_subject(subject, false)
+        {
             return Err(BusError::Invalid {
                 what: "subject",
                 detail: format!("{subject:?} is not a publishable subject: {why}"),
             });
         }
-        let retention = &self.shared.retention;
-        let mut state = self.shared.lock();
         let now = Instant::now();
         let window = retention.duplicate_window();
-        state
-            .recent_ids
-            .forget_while(|at, _| now.duration_since(at) >= window);
+        recent_ids.forget_while(|at, _| now.duration_since(at) >= window);
         if let Some(id) = msg_id {
-            if state.recent_ids.contains(id) {
+            if recent_ids.contains(id) {
                 return Ok(());
             }
             // Room for one more id.
             let limit = retention.max_messages();
-            state.recent_ids.forget_while(|_, held| held >= limit);
-            state.recent_ids.insert(id, now);
+            recent_ids.forget_while(|_, held| held >= limit);
+            recent_ids.insert(id, now);
         }
-        let seq = state.next_seq();
-        let shared_subject = match prefix_of(subject) {
+        let shared_subject = match (prefix, run.take()) {
             // Most publishes extend a run already indexed: no key to allocate.
-            Some(prefix) => match state.by_prefix.get_mut(prefix) {
-                Some(run) => {
-                    run.seqs.push_back(seq);
-                    run.subject(subject)
-                }
-                None => {
-                    let mut run = RunIndex {
-                        seqs: VecDeque::from([seq]),
-                        subjects: SmallVec::new(),
-                    };
-                    let shared = run.subject(subject);
-                    state.by_prefix.insert(prefix.to_owned(), run);
-                    shared
-                }
-            },
-            None => Arc::from(subject),
+            (Some(_), Some(run)) => {
+                run.seqs.push_back(seq);
+                known.unwrap_or_else(|| run.intern(subject))
+            }
+            (Some(prefix), None) => {
+                let mut run = RunIndex {
+                    seqs: VecDeque::from([seq]),
+                    subjects: SmallVec::new(),
+                };
+                let shared = run.intern(subject);
+                by_prefix.insert(prefix.to_owned(), run);
+                shared
+            }
+            (None, _) => Arc::from(subject),
         };
         state.log.push_back(Kept {
             stored: Stored {
@@ -852,6 +908,50 @@ mod tests {
         bus.publish(subject, body.as_bytes().to_vec().into(), None)
             .await
             .unwrap();
+    }
+
+    /// Every way of matching a filter (literal, a span of `*`, `*` anywhere, a
+    /// trailing `>`) agrees with the plain token-by-token rule, over every filter of
+    /// up to four tokens and every subject of up to five.
+    #[test]
+    fn each_filter_shape_matches_as_the_rule_does() {
+        let sequences = |tokens: &[&str], most: usize| {
+            let mut all: Vec<String> = Vec::new();
+            let mut last: Vec<String> = vec![String::new()];
+            for _ in 0..most {
+                last = last
+                    .iter()
+                    .flat_map(|s| {
+                        tokens.iter().map(move |t| match s.is_empty() {
+                            true => (*t).to_owned(),
+                            false => format!("{s}.{t}"),
+                        })
+                    })
+                    .collect();
+                all.extend(last.iter().cloned());
+            }
+            all
+        };
+        let filters: Vec<String> = sequences(&["a", "bc", "*", ">"], 4)
+            .into_iter()
+            .filter(|f| check_filter(f).is_ok())
+            .collect();
+        let subjects = sequences(&["a", "bc", "d"], 5);
+        assert!(
+            filters
+                .iter()
+                .any(|f| matches!(span_of(f), Some(Shape::Span { .. })))
+        );
+        for filter in &filters {
+            let compiled = Filters::new(vec![filter.clone()]);
+            for subject in &subjects {
+                assert_eq!(
+                    compiled.matches(subject),
+                    super::super::subject_matches(filter, subject),
+                    "{filter} against {subject}"
+                );
+            }
+        }
     }
 
     #[tokio::test]
