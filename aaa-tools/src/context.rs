@@ -5,8 +5,8 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -133,10 +133,12 @@ pub(crate) struct ContextInner {
     pub(crate) run_id: RunId,
     pub(crate) call_id: CallId,
     pub(crate) tenant: TenantId,
-    pub(crate) tool: String,
+    pub(crate) tool: Arc<str>,
     pub(crate) attempt: u32,
     pub(crate) fence: u64,
-    pub(crate) idempotency_key: String,
+    /// Set when the context is built with a key; otherwise made from the run and call
+    /// ids when a tool first asks (most never do).
+    pub(crate) idempotency_key: OnceLock<String>,
     pub(crate) meta: Map<String, Value>,
     pub(crate) cancel: CancellationToken,
     pub(crate) state: StateMap,
@@ -227,7 +229,10 @@ impl ToolContext {
 
     /// The idempotency key, stable across every attempt and worker of this call.
     pub fn idempotency_key(&self) -> &str {
-        &self.inner.idempotency_key
+        let inner = &self.inner;
+        inner.idempotency_key.get_or_init(|| {
+            crate::ids::concat(&[inner.run_id.as_str(), "/", inner.call_id.as_str()])
+        })
     }
 
     /// Free-form metadata sent with the request.
@@ -315,7 +320,7 @@ impl fmt::Debug for ToolContext {
             .field("tool", &self.inner.tool)
             .field("attempt", &self.inner.attempt)
             .field("fence", &self.inner.fence)
-            .field("idempotency_key", &self.inner.idempotency_key)
+            .field("idempotency_key", &self.idempotency_key())
             .finish_non_exhaustive()
     }
 }
@@ -334,7 +339,7 @@ pub struct ToolContextBuilder {
     run_id: Option<RunId>,
     call_id: Option<CallId>,
     tenant: Option<TenantId>,
-    tool: String,
+    tool: Arc<str>,
     attempt: Option<u32>,
     fence: Option<u64>,
     idempotency_key: Option<String>,
@@ -365,7 +370,7 @@ impl ToolContextBuilder {
     }
 
     /// Sets the tool name.
-    pub fn tool_name(mut self, tool: impl Into<String>) -> Self {
+    pub fn tool_name(mut self, tool: impl Into<Arc<str>>) -> Self {
         self.tool = tool.into();
         self
     }
@@ -433,9 +438,10 @@ impl ToolContextBuilder {
             CallId::new(format!("call-{}", NEXT.fetch_add(1, Ordering::Relaxed))).expect("valid id")
         });
         let attempt = self.attempt.unwrap_or(1);
-        let idempotency_key = self
-            .idempotency_key
-            .unwrap_or_else(|| format!("{run_id}/{call_id}"));
+        let idempotency_key = OnceLock::new();
+        if let Some(key) = self.idempotency_key {
+            let _ = idempotency_key.set(key);
+        }
         ToolContext {
             inner: Arc::new(ContextInner {
                 run_id,

@@ -427,11 +427,11 @@ impl RunHandle {
             data,
         );
         // Carried unwritten: an executor in this process reads the request as it is.
-        let (subject, id) = (event.bus_subject(), event.id.clone());
+        let (subject, id) = (event.bus_subject(), event.id.text());
         engine
             .inner
             .bus
-            .publish(&subject, event.into_payload(), Some(id.as_str()))
+            .publish(&subject, event.into_payload(), Some(&id))
             .await?;
         Ok(call_id)
     }

@@ -183,7 +183,8 @@ pub struct Tool {
 
 #[derive(Clone)]
 struct ToolInner {
-    name: String,
+    /// Shared: every call's context holds it.
+    name: Arc<str>,
     description: String,
     parameters: Value,
     requires_approval: bool,
@@ -259,7 +260,7 @@ impl Tool {
             .unwrap_or_default();
         Ok(Tool {
             inner: Arc::new(ToolInner {
-                name,
+                name: Arc::from(name),
                 description: description.trim().to_owned(),
                 parameters,
                 requires_approval: false,
@@ -465,6 +466,11 @@ impl Tool {
         &self.inner.name
     }
 
+    /// The name, shared (a reference count, no copy).
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        self.inner.name.clone()
+    }
+
     /// What the tool does, as the model reads it.
     pub fn description(&self) -> &str {
         &self.inner.description
@@ -580,6 +586,19 @@ impl Tool {
         let mut normalized = args.clone();
         self.normalize_and_check(&mut normalized)?;
         self.idempotency_key_checked(&normalized, default)
+    }
+
+    /// The key of the tool's own key function for arguments that
+    /// [`normalize_and_check`](Self::normalize_and_check) accepted; `None` when it has
+    /// none (the default key is then the context's to make, if a tool asks for it).
+    pub(crate) fn custom_idempotency_key(
+        &self,
+        args: &Value,
+    ) -> Result<Option<String>, ToolArgsError> {
+        match &self.inner.idempotency_key {
+            Some(key) => key(&self.inner.name, args).map(Some),
+            None => Ok(None),
+        }
     }
 
     /// [`idempotency_key`](Self::idempotency_key) of arguments that

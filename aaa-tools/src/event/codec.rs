@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Event, EventError, fast_uuid, subject};
+use super::{Event, EventError, ShortText, fast_uuid, subject_text};
 use crate::bus::{Encode, Payload};
 use crate::ids::{CallId, RunId, TenantId};
 
@@ -122,7 +122,7 @@ fn shared_str<S: serde::Serializer>(text: &Arc<str>, serializer: S) -> Result<S:
 }
 
 fn draft_id<S: serde::Serializer>(id: &DraftId, serializer: S) -> Result<S::Ok, S::Error> {
-    serializer.serialize_str(id.as_str())
+    serializer.serialize_str(&id.text())
 }
 
 fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
@@ -132,14 +132,19 @@ fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Resul
 }
 
 /// A draft's event id: a fresh UUID, kept as its 36 characters (no allocation, and a
-/// copy costs no more), or a name given to the event (an outcome's, by which a
-/// republished outcome is de-duplicated).
+/// copy costs no more), or a call's outcome id, by which a republished outcome is
+/// de-duplicated, kept as the shared ids it is made of and written out when needed
+/// (an event the log keeps holds no allocation of its own for its id).
 #[derive(Clone, Debug)]
 pub(crate) enum DraftId {
     /// A random UUID, hyphenated, lower case.
     Fresh([u8; 36]),
-    /// A name given to the event.
-    Named(String),
+    /// `outcome-<tenant>-<run>-<call>`.
+    Outcome {
+        tenant: TenantId,
+        run: RunId,
+        call: CallId,
+    },
 }
 
 impl DraftId {
@@ -150,11 +155,29 @@ impl DraftId {
         DraftId::Fresh(text)
     }
 
+    /// The id of the outcome of call `call` of a run.
+    pub(crate) fn outcome(tenant: &TenantId, run: &RunId, call: &CallId) -> DraftId {
+        DraftId::Outcome {
+            tenant: tenant.clone(),
+            run: run.clone(),
+            call: call.clone(),
+        }
+    }
+
     /// The id as text.
-    pub(crate) fn as_str(&self) -> &str {
+    pub(crate) fn text(&self) -> ShortText {
         match self {
-            DraftId::Fresh(text) => std::str::from_utf8(text).expect("a hyphenated UUID is ASCII"),
-            DraftId::Named(name) => name,
+            DraftId::Fresh(text) => {
+                ShortText::concat(&[std::str::from_utf8(text).expect("a hyphenated UUID is ASCII")])
+            }
+            DraftId::Outcome { tenant, run, call } => ShortText::concat(&[
+                "outcome-",
+                tenant.as_str(),
+                "-",
+                run.as_str(),
+                "-",
+                call.as_str(),
+            ]),
         }
     }
 }
@@ -190,8 +213,8 @@ impl<T: Serialize> Draft<T> {
     }
 
     /// The bus subject this event travels on.
-    pub(crate) fn bus_subject(&self) -> String {
-        subject(&self.aaatenant, &self.aaarunid, &self.kind)
+    pub(crate) fn bus_subject(&self) -> ShortText {
+        subject_text(&self.aaatenant, &self.aaarunid, &self.kind)
     }
 
     /// The JSON bytes of the event: the same object `serde_json` would write for it,
@@ -202,7 +225,7 @@ impl<T: Serialize> Draft<T> {
         // events, and little unused room kept with them in a log.
         let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
-        write_json_str(&mut out, self.id.as_str());
+        write_json_str(&mut out, &self.id.text());
         out.extend_from_slice(b",\"source\":");
         write_json_str(&mut out, &self.source);
         out.extend_from_slice(b",\"type\":");
@@ -275,7 +298,7 @@ fn write_json_str(out: &mut Vec<u8>, text: &str) {
 
 /// A fresh event id: a random UUID, hyphenated.
 pub(super) fn new_event_id() -> String {
-    DraftId::fresh().as_str().to_owned()
+    DraftId::fresh().text().to_string()
 }
 
 /// The current time in RFC 3339 with microseconds, UTC.
@@ -368,10 +391,10 @@ mod tests {
         );
         assert_eq!(odd.to_bytes(), serde_json::to_vec(&odd).unwrap());
         let event = Event::from_bytes(&draft.to_bytes()).unwrap();
-        assert_eq!(event.bus_subject(), draft.bus_subject());
+        assert_eq!(event.bus_subject(), &*draft.bus_subject());
         assert_eq!(
             (event.id.as_str(), event.subject.as_deref()),
-            (draft.id.as_str(), Some("c-1"))
+            (&*draft.id.text(), Some("c-1"))
         );
         assert_eq!(event.data_as::<ToolCompleted>().unwrap(), data);
         let bytes = draft.to_bytes();

@@ -72,9 +72,11 @@ use serde_json::{Map, Value};
 use crate::ids::{CallId, RunId, TenantId};
 
 mod codec;
+mod short_text;
 
 pub(crate) use codec::{Draft, DraftId, Parsed};
 use codec::{new_event_id, now_rfc3339};
+pub(crate) use short_text::ShortText;
 
 /// `aaa.tool.requested`.
 pub const TOOL_REQUESTED: &str = "aaa.tool.requested";
@@ -201,9 +203,13 @@ pub(crate) fn fast_uuid() -> uuid::Uuid {
 
 /// The subject for events of `kind` in a run.
 pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
+    subject_text(tenant, run, kind).to_string()
+}
+
+/// [`subject`], on the stack: what a publish needs for as long as it takes.
+pub(crate) fn subject_text(tenant: &TenantId, run: &RunId, kind: &str) -> ShortText {
     let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-    let (tenant, run) = (tenant.as_str(), run.as_str());
-    crate::ids::concat(&["aaa.", tenant, ".", run, ".", suffix])
+    ShortText::concat(&["aaa.", tenant.as_str(), ".", run.as_str(), ".", suffix])
 }
 
 /// The filter matching every event of a run.

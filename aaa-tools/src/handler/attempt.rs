@@ -99,8 +99,7 @@ pub(super) async fn execute(
     attempt: u32,
     lease: Option<&Lease<'_>>,
 ) -> Executed {
-    let default_key = || crate::ids::concat(&[call.run.as_str(), "/", call.call_id.as_str()]);
-    let key = match entry.tool.idempotency_key_checked(&arguments, default_key) {
+    let key = match entry.tool.custom_idempotency_key(&arguments) {
         Ok(key) => key,
         Err(error) => {
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
@@ -136,13 +135,17 @@ pub(super) async fn execute(
     super::core::Ticket::spend_current();
     let slot = Arc::new(PermitSlot::new(pool, permit, core.capacity.clone()));
     let cancel = CancellationToken::new();
-    let ctx = ToolContext::builder()
+    let mut ctx = ToolContext::builder()
         .run_id(call.run.clone())
         .call_id(call.call_id.clone())
         .tenant(call.tenant.clone())
-        .tool_name(entry.tool.name())
-        .attempt(attempt)
-        .idempotency_key(key)
+        .tool_name(entry.tool.shared_name())
+        .attempt(attempt);
+    // Without a key function the context makes the default key if a tool asks.
+    if let Some(key) = key {
+        ctx = ctx.idempotency_key(key);
+    }
+    let ctx = ctx
         .meta(call.meta.clone())
         .cancellation_token(cancel.clone())
         .engine(core.engine.clone())

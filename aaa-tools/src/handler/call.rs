@@ -79,7 +79,8 @@ impl Call {
         kind: impl Into<Cow<'static, str>>,
         data: T,
     ) -> Draft<T> {
-        self.draft(core, DraftId::Named(outcome_id(self)), kind, data)
+        let id = DraftId::outcome(&self.tenant, &self.run, &self.call_id);
+        self.draft(core, id, kind, data)
     }
 
     /// An event of `kind` about this call, to send, with the id given.
@@ -130,13 +131,13 @@ pub(super) async fn publish<T: serde::Serialize + Send + Sync + 'static>(
     retry: &RetryPolicy,
     event: Draft<T>,
 ) -> bool {
-    let (subject, id, kind) = (event.bus_subject(), event.id.clone(), event.kind());
+    let (subject, id, kind) = (event.bus_subject(), event.id.text(), event.kind());
     let payload = event.into_payload();
     match retry
         .run(|| {
             core.engine
                 .bus()
-                .publish(&subject, payload.clone(), Some(id.as_str()))
+                .publish(&subject, payload.clone(), Some(&id))
         })
         .await
     {
@@ -150,13 +151,8 @@ pub(super) async fn publish<T: serde::Serialize + Send + Sync + 'static>(
 
 /// The message id of a call's outcome fact: one per call, so a republished outcome
 /// within the de-duplication window is dropped.
-pub(super) fn outcome_id(call: &Call) -> String {
-    let (tenant, run, call) = (
-        call.tenant.as_str(),
-        call.run.as_str(),
-        call.call_id.as_str(),
-    );
-    crate::ids::concat(&["outcome-", tenant, "-", run, "-", call])
+pub(super) fn outcome_id(call: &Call) -> crate::event::ShortText {
+    DraftId::outcome(&call.tenant, &call.run, &call.call_id).text()
 }
 
 /// Publishes an outcome fact of type `kind` with `data`, under the call's outcome id.

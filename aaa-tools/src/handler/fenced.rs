@@ -50,7 +50,7 @@ pub(super) async fn commit(
     // A lease known lost has been reported; one found lost here has not.
     let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
     let event = call.outcome_draft(core, recorded.kind.clone(), &*recorded.data);
-    let subject = event.bus_subject();
+    let (subject, id) = (event.bus_subject(), event.id.text());
     loop {
         let (current, revision) = match commit_base(store, key, known.take()).await {
             Ok(base) => base,
@@ -65,7 +65,7 @@ pub(super) async fn commit(
             .run(|| async {
                 let bytes = event.to_bytes();
                 match fence
-                    .append_if_current(key, revision, &subject, bytes, event.id.as_str())
+                    .append_if_current(key, revision, &subject, bytes, &id)
                     .await
                 {
                     Err(StoreError::Unavailable(why)) => Err(BusError::Unavailable(why)),

@@ -10,13 +10,13 @@ use aaa_guard::{CallRecord, GuardConfig, GuardStore, LostLease, Revision, StoreE
 use super::call::{self, Call, Disposition};
 use super::core::Core;
 use super::records::read;
-use crate::event::{AttemptFact, LEASE_LOST, STALE_RESULT, StaleResult};
+use crate::event::{AttemptFact, LEASE_LOST, STALE_RESULT, ShortText, StaleResult};
 use crate::ids::{CallId, RunId, TenantId};
 
-/// The key of a call's guard record.
-pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+/// The key of a call's guard record (built on the stack: every guarded call needs it).
+pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
     let (tenant, run, call) = (tenant.as_str(), run.as_str(), call.as_str());
-    crate::ids::concat(&["guard.", tenant, ".", run, ".", call])
+    ShortText::concat(&["guard.", tenant, ".", run, ".", call])
 }
 
 /// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is
@@ -27,7 +27,7 @@ pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String
 pub(super) async fn retire(core: &Core, call: &Call) {
     let key = guard_key(&call.tenant, &call.run, &call.call_id);
     if let Err(error) = core.engine.store().retire(&key).await {
-        tracing::debug!(%error, key, "could not retire a settled call's record");
+        tracing::debug!(%error, key = &*key, "could not retire a settled call's record");
     }
 }
 
