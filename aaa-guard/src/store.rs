@@ -5,7 +5,8 @@
 //! key prefix. That is the whole contract, so it maps one to one onto JetStream KV
 //! (`create`, `update` with the expected revision, `get`, `delete`, `keys`), onto a
 //! stream's subjects with expected last sequences, and onto the in-process
-//! [`MemoryStore`](crate::MemoryStore). A store may also offer a [`FencedLog`](crate::FencedLog).
+//! [`MemoryStore`](crate::MemoryStore). A store may also offer a
+//! [`FencedLog`](crate::FencedLog).
 //!
 //! Revisions are opaque, strictly increasing per store, and change on every write. A
 //! write whose outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`];
@@ -24,9 +25,9 @@ use crate::written::{Entry, Revision, StoreError, StoreFuture};
 /// create-if-absent, compare-and-set on the record's revision, read, delete, list by
 /// key prefix. That maps one to one onto JetStream KV (`create`, `update` with the
 /// expected revision, `get`, `delete`, `keys`) and onto the in-process
-/// [`MemoryStore`](crate::MemoryStore). Revisions change on every write. A write whose outcome is unknown
-/// (a timeout) surfaces as [`StoreError::Unavailable`]; callers read the record back
-/// before deciding what happened.
+/// [`MemoryStore`](crate::MemoryStore). Revisions change on every write. A write whose
+/// outcome is unknown (a timeout) surfaces as [`StoreError::Unavailable`]; callers read
+/// the record back before deciding what happened.
 ///
 /// Keys are `.`-separated tokens of `[A-Za-z0-9_-]` (valid NATS KV keys), such as
 /// `guard.default.run-1.call_7`.
@@ -62,8 +63,8 @@ pub trait GuardStore: Send + Sync + 'static {
     /// answers requests that repeat the call (which it still runs at most once). A store
     /// that bounds what it keeps forgets such records first, oldest first, and only
     /// while they stay finished and unchanged. The default keeps everything (the NATS
-    /// store keeps records for its stream's `max_age`); [`MemoryStore`](crate::MemoryStore) keeps the last
-    /// [`retired_limit`](crate::MemoryStore::with_retired_limit) of them.
+    /// store keeps records for its stream's `max_age`); [`MemoryStore`](crate::MemoryStore)
+    /// keeps the last [`retired_limit`](crate::MemoryStore::with_retired_limit) of them.
     fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
         let _ = key;
         Box::pin(async { Ok(()) })
@@ -71,8 +72,8 @@ pub trait GuardStore: Send + Sync + 'static {
 
     /// The store's [`FencedLog`], when its records share an ordered log with the facts
     /// they fence, so that an outcome can be committed and published in one write.
-    /// `None` (the default, and [`MemoryStore`](crate::MemoryStore)'s answer) means outcomes are committed
-    /// on the record first and published after.
+    /// `None` (the default, and [`MemoryStore`](crate::MemoryStore)'s answer) means
+    /// outcomes are committed on the record first and published after.
     fn fence(&self) -> Option<&dyn FencedLog> {
         None
     }

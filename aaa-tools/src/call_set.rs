@@ -10,6 +10,7 @@
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use crate::ids::CallId;
 
@@ -23,21 +24,21 @@ pub(crate) struct CallSet {
 impl CallSet {
     /// Whether it holds `id`.
     pub(crate) fn contains(&self, id: &CallId) -> bool {
-        self.contains_hashed(self.hasher.hash_one(id), id)
+        let hash = self.hasher.hash_one(id);
+        self.ids
+            .find(hash, |(h, held)| *h == hash && held == id)
+            .is_some()
     }
 
     /// Adds `id` (nothing changes if it holds it already).
     pub(crate) fn insert(&mut self, id: CallId) {
         let hash = self.hasher.hash_one(&id);
-        if !self.contains_hashed(hash, &id) {
-            self.ids.insert_unique(hash, (hash, id), |(h, _)| *h);
+        if let Entry::Vacant(vacant) =
+            self.ids
+                .entry(hash, |(h, held)| *h == hash && *held == id, |(h, _)| *h)
+        {
+            vacant.insert((hash, id));
         }
-    }
-
-    fn contains_hashed(&self, hash: u64, id: &CallId) -> bool {
-        self.ids
-            .find(hash, |(h, held)| *h == hash && held == id)
-            .is_some()
     }
 }
 

@@ -393,6 +393,15 @@ impl ToolContextBuilder {
         self
     }
 
+    /// Sets the idempotency key when there is one; otherwise the default is made
+    /// when a tool first asks for it.
+    pub(crate) fn idempotency_key_if_any(mut self, key: Option<String>) -> Self {
+        if key.is_some() {
+            self.idempotency_key = key;
+        }
+        self
+    }
+
     /// Sets the metadata.
     pub fn meta(mut self, meta: Map<String, Value>) -> Self {
         self.meta = meta;

@@ -585,7 +585,9 @@ impl Tool {
         }
         let mut normalized = args.clone();
         self.normalize_and_check(&mut normalized)?;
-        self.idempotency_key_checked(&normalized, default)
+        Ok(self
+            .custom_idempotency_key(&normalized)?
+            .unwrap_or_else(default))
     }
 
     /// The key of the tool's own key function for arguments that
@@ -598,19 +600,6 @@ impl Tool {
         match &self.inner.idempotency_key {
             Some(key) => key(&self.inner.name, args).map(Some),
             None => Ok(None),
-        }
-    }
-
-    /// [`idempotency_key`](Self::idempotency_key) of arguments that
-    /// [`normalize_and_check`](Self::normalize_and_check) accepted.
-    pub(crate) fn idempotency_key_checked(
-        &self,
-        args: &Value,
-        default: impl FnOnce() -> String,
-    ) -> Result<String, ToolArgsError> {
-        match &self.inner.idempotency_key {
-            Some(key) => key(&self.inner.name, args),
-            None => Ok(default()),
         }
     }
 

@@ -98,20 +98,23 @@ impl MemoryInner {
 
     /// The index of group `token`, made from the records now if nobody listed it yet.
     fn group(&mut self, token: &str) -> &Group {
-        let MemoryInner {
-            records, groups, ..
-        } = self;
-        groups.entry(token.to_owned()).or_insert_with(|| {
+        if !self.groups.contains_key(token) {
             let mut group = Group::new();
-            for slot in records.iter_mut() {
+            for slot in self.records.iter_mut() {
                 if first_token(&slot.key) == token {
                     slot.indexed = true;
-                    group.insert_unique(slot.hash, (slot.hash, slot.key.clone()), |(h, _)| *h);
+                    add_key(&mut group, slot.hash, &slot.key);
                 }
             }
-            group
-        })
+            self.groups.insert(token.to_owned(), group);
+        }
+        &self.groups[token]
     }
+}
+
+/// Adds `key`, whose hash is `hash`, to a group's index.
+fn add_key(group: &mut Group, hash: u64, key: &Arc<str>) {
+    group.insert_unique(hash, (hash, key.clone()), |(h, _)| *h);
 }
 
 /// The first token of a key (or of a prefix).
@@ -169,7 +172,7 @@ impl GuardStore for MemoryStore {
                 let key: Arc<str> = Arc::from(key);
                 let indexed = match m.groups.get_mut(first_token(&key)) {
                     Some(group) => {
-                        group.insert_unique(hash, (hash, key.clone()), |(h, _)| *h);
+                        add_key(group, hash, &key);
                         true
                     }
                     None => false,

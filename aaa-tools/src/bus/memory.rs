@@ -435,14 +435,12 @@ impl MemoryBus {
     ) -> Result<(), BusError> {
         let retention = &self.shared.retention;
         let mut state = self.shared.lock();
+        let seq = state.next_seq();
         let State {
             by_prefix,
             recent_ids,
-            log,
-            first_seq,
             ..
         } = &mut *state;
-        let seq = *first_seq + log.len() as u64;
         let prefix = prefix_of(subject);
         let mut run = prefix.and_then(|prefix| by_prefix.get_mut(prefix));
         // A subject this run published on before was checked then.
@@ -458,14 +456,10 @@ impl MemoryBus {
         let now = Instant::now();
         let window = retention.duplicate_window();
         recent_ids.forget_while(|at, _| now.duration_since(at) >= window);
-        if let Some(id) = msg_id {
-            if recent_ids.contains(id) {
-                return Ok(());
-            }
-            // Room for one more id.
-            let limit = retention.max_messages();
-            recent_ids.forget_while(|_, held| held >= limit);
-            recent_ids.insert(id, now);
+        if let Some(id) = msg_id
+            && !recent_ids.remember(id, now, retention.max_messages())
+        {
+            return Ok(());
         }
         let shared_subject = match (prefix, run.take()) {
             // Most publishes extend a run already indexed: no key to allocate.

@@ -54,8 +54,13 @@ impl RecentIds {
     }
 
     /// Whether `id` is remembered.
-    pub(super) fn contains(&self, id: &str) -> bool {
-        let hash = self.hasher.hash_one(id);
+    #[cfg(test)]
+    fn contains(&self, id: &str) -> bool {
+        self.holds(self.hasher.hash_one(id), id)
+    }
+
+    /// Whether `id`, whose hash is `hash`, is remembered.
+    fn holds(&self, hash: u64, id: &str) -> bool {
         self.index
             .find(hash, |&(h, ordinal)| {
                 h == hash && self.text_of(ordinal).eq(id.bytes())
@@ -63,12 +68,18 @@ impl RecentIds {
             .is_some()
     }
 
-    /// Remembers `id` (which it does not remember yet), published at `at`.
-    pub(super) fn insert(&mut self, id: &str, at: Instant) {
+    /// Remembers `id`, published at `at`, unless it does already: returns whether it
+    /// was new. To make room it first forgets the oldest ids while it holds `limit` or
+    /// more.
+    pub(super) fn remember(&mut self, id: &str, at: Instant, limit: usize) -> bool {
         let hash = self.hasher.hash_one(id);
+        if self.holds(hash, id) {
+            return false;
+        }
+        self.forget_while(|_, held| held >= limit);
         let ordinal = self.first + self.order.len() as u64;
         let start = self.text_start + self.text.len() as u64;
-        self.text.extend(id.bytes());
+        self.text.extend(id.as_bytes());
         self.order.push_back(Seen {
             at,
             hash,
@@ -77,6 +88,7 @@ impl RecentIds {
         });
         self.index
             .insert_unique(hash, (hash, ordinal), |&(hash, _)| hash);
+        true
     }
 
     /// Forgets the oldest ids while `stale(published at, ids remembered)` says so.
@@ -119,8 +131,12 @@ mod tests {
         let start = Instant::now();
         let mut ids = RecentIds::new();
         for i in 0..1_000 {
-            ids.insert(&id(i), start + Duration::from_millis(i as u64));
+            assert!(ids.remember(&id(i), start + Duration::from_millis(i as u64), usize::MAX));
         }
+        assert!(
+            !ids.remember(&id(7), start, usize::MAX),
+            "a remembered id is not new"
+        );
         assert!((0..1_000).all(|i| ids.contains(&id(i))));
         assert!(!ids.contains("1000-"), "an id never inserted");
         assert!(
@@ -142,7 +158,7 @@ mod tests {
 
         // Forgotten ids can be remembered again, and the ring keeps their text apart.
         for i in 0..50 {
-            ids.insert(&id(i), cutoff);
+            assert!(ids.remember(&id(i), cutoff, usize::MAX));
         }
         assert!((0..50).chain(900..1_000).all(|i| ids.contains(&id(i))));
         ids.forget_while(|_, _| true);

@@ -135,17 +135,13 @@ pub(super) async fn execute(
     super::core::Ticket::spend_current();
     let slot = Arc::new(PermitSlot::new(pool, permit, core.capacity.clone()));
     let cancel = CancellationToken::new();
-    let mut ctx = ToolContext::builder()
+    let ctx = ToolContext::builder()
         .run_id(call.run.clone())
         .call_id(call.call_id.clone())
         .tenant(call.tenant.clone())
         .tool_name(entry.tool.shared_name())
-        .attempt(attempt);
-    // Without a key function the context makes the default key if a tool asks.
-    if let Some(key) = key {
-        ctx = ctx.idempotency_key(key);
-    }
-    let ctx = ctx
+        .attempt(attempt)
+        .idempotency_key_if_any(key)
         .meta(call.meta.clone())
         .cancellation_token(cancel.clone())
         .engine(core.engine.clone())
