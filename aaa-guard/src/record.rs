@@ -257,30 +257,30 @@ impl CallRecord {
     }
 
     /// The record with `outcome` committed.
-    pub fn finished(&self, outcome: RecordedOutcome) -> CallRecord {
+    pub fn finished(self, outcome: RecordedOutcome) -> CallRecord {
         CallRecord {
             state: CallState::Finished,
             outcome: Some(outcome),
             published: false,
-            ..self.clone()
+            ..self
         }
     }
 
     /// The record of a lost `at_most_once` attempt, with the failure to publish.
-    pub fn unknown(&self, outcome: RecordedOutcome) -> CallRecord {
+    pub fn unknown(self, outcome: RecordedOutcome) -> CallRecord {
         CallRecord {
             state: CallState::OutcomeUnknown,
             outcome: Some(outcome),
             published: false,
-            ..self.clone()
+            ..self
         }
     }
 
     /// The record once its outcome fact is published.
-    pub fn marked_published(&self) -> CallRecord {
+    pub fn marked_published(self) -> CallRecord {
         CallRecord {
             published: true,
-            ..self.clone()
+            ..self
         }
     }
 
@@ -313,12 +313,12 @@ mod tests {
     fn only_a_finished_record_reads_as_finished() {
         let running = CallRecord::start("t", "w1", Delivery::AtLeastOnce, 3);
         let outcome = || RecordedOutcome::new("k", &Value::Null).unwrap();
-        let finished = running.finished(outcome());
+        let finished = running.clone().finished(outcome());
         for (record, finished_json) in [
             (&running, false),
-            (&running.unknown(outcome()), false),
+            (&running.clone().unknown(outcome()), false),
             (&finished, true),
-            (&finished.marked_published(), true),
+            (&finished.clone().marked_published(), true),
         ] {
             assert_eq!(is_finished_json(&record.to_json()), finished_json);
             assert_eq!(
@@ -376,8 +376,11 @@ mod tests {
             .renewed()
             .renewed();
         let data = serde_json::json!({"result": {"a": [1, 2.5, null, "x\"y"]}, "n": u64::MAX});
-        let finished = odd.finished(RecordedOutcome::new("aaa.tool.completed", &data).unwrap());
+        let finished = odd
+            .clone()
+            .finished(RecordedOutcome::new("aaa.tool.completed", &data).unwrap());
         let unknown = plain
+            .clone()
             .unknown(RecordedOutcome::new("k\"", &Value::Null).unwrap())
             .marked_published();
         for record in [plain, odd, finished, unknown] {

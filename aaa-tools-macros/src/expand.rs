@@ -111,7 +111,7 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
                 param_specs.push(quote_spanned!(ty.span()=> #krate::__private::ParamSpec::of::<#ty>(#pname, #desc, #required)));
                 let var = format_ident!("__aaa_arg_{}", i);
                 takes.push(
-                    quote_spanned!(ty.span()=> let #var: #ty = __aaa_args.take::<#ty>(#pname)?;),
+                    quote_spanned!(ty.span()=> let #var: #ty = __aaa_args.get::<#ty>(#pname)?;),
                 );
                 let key_var = format_ident!("__aaa_key_{}", i);
                 key_takes.push(
@@ -167,7 +167,7 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
     let key = match &r.args.idempotency_key {
         Some(path) => quote_spanned! {path.span()=>
             #krate::__private::key_fn(|__aaa_tool: &str, __aaa_value: &#krate::__private::serde_json::Value| {
-                let __aaa_args = #krate::__private::args_map(__aaa_tool, ::core::clone::Clone::clone(__aaa_value))?;
+                let __aaa_args = #krate::__private::args_map(__aaa_tool, __aaa_value)?;
                 #(#key_takes)*
                 #krate::__private::Result::Ok(::core::convert::Into::<#krate::__private::String>::into(#path(#(#key_args),*)))
             })
@@ -231,9 +231,8 @@ pub(crate) fn expand(item: &ItemFn, r: &Resolved) -> TokenStream {
                         annotations: #annotations,
                     };
                     let __aaa_prepare = #krate::__private::prepare_fn(
-                        |__aaa_tool: &str, __aaa_value: #krate::__private::serde_json::Value| {
-                            #[allow(unused_mut)]
-                            let mut __aaa_args = #krate::__private::args_map(__aaa_tool, __aaa_value)?;
+                        |__aaa_tool: &str, __aaa_value: &#krate::__private::serde_json::Value| {
+                            let __aaa_args = #krate::__private::args_map(__aaa_tool, __aaa_value)?;
                             #(#takes)*
                             #krate::__private::Result::Ok(#body)
                         },

@@ -404,31 +404,26 @@ impl ArgsChecker {
     }
 }
 
-/// Decodes checked arguments into `T`, naming the path of a failure.
-pub fn decode<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolArgsError> {
-    serde_path_to_error::deserialize(args).map_err(|err| {
-        let path = err.path().to_string();
-        let path = if path == "." || path.is_empty() {
-            ArgProblem::ROOT.to_owned()
-        } else {
-            path
-        };
-        let inner = err.into_inner().to_string();
-        // serde appends " at line L column C" for text input; a Value has none.
-        ToolArgsError::single(tool, path, inner)
-    })
+/// Decodes checked arguments into `T`, naming the path of a failure. The arguments are
+/// read where they lie: only what `T` keeps is copied.
+pub fn decode<T: DeserializeOwned>(tool: &str, args: &Value) -> Result<T, ToolArgsError> {
+    decode_at(tool, ArgProblem::ROOT, args)
 }
 
-/// Decodes one argument, naming `name` (and the path inside it) on failure.
+/// Decodes one argument, naming `name` (and the path inside it) on failure; `name` is
+/// [`ArgProblem::ROOT`] for the arguments object itself.
 pub(crate) fn decode_at<T: DeserializeOwned>(
     tool: &str,
     name: &str,
-    value: Value,
+    value: &Value,
 ) -> Result<T, ToolArgsError> {
     serde_path_to_error::deserialize(value).map_err(|err| {
         let inner = err.path().to_string();
+        // serde appends " at line L column C" for text input; a Value has none.
         let path = if inner == "." || inner.is_empty() {
             name.to_owned()
+        } else if name == ArgProblem::ROOT {
+            inner
         } else if inner.starts_with('[') {
             format!("{name}{inner}")
         } else {

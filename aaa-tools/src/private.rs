@@ -42,14 +42,15 @@ pub const fn assert_param<T: ToolParam>() {}
 /// Compile-time check that `T` can be a result (spanned at the user's return type).
 pub const fn assert_output<T: ToolOutput>() {}
 
-/// The arguments object of a call, taken apart parameter by parameter.
+/// The arguments object of a call, read parameter by parameter where it lies (nothing
+/// is copied but what a parameter's type keeps).
 pub struct ArgsMap<'a> {
     tool: &'a str,
-    map: serde_json::Map<String, Value>,
+    map: &'a serde_json::Map<String, Value>,
 }
 
 /// Opens checked arguments (an object: the schema was checked before).
-pub fn args_map(tool: &str, value: Value) -> Result<ArgsMap<'_>, ToolArgsError> {
+pub fn args_map<'a>(tool: &'a str, value: &'a Value) -> Result<ArgsMap<'a>, ToolArgsError> {
     match value {
         Value::Object(map) => Ok(ArgsMap { tool, map }),
         other => Err(ToolArgsError::single(
@@ -63,14 +64,9 @@ pub fn args_map(tool: &str, value: Value) -> Result<ArgsMap<'_>, ToolArgsError> 
 impl ArgsMap<'_> {
     /// Decodes the parameter `name` (absent counts as `null`, which an `Option` takes
     /// as `None`), naming its path on failure.
-    pub fn take<T: ToolParam>(&mut self, name: &str) -> Result<T, ToolArgsError> {
-        let value = self.map.remove(name).unwrap_or(Value::Null);
-        crate::args::decode_at(self.tool, name, value)
-    }
-
-    /// Decodes the parameter `name` without consuming it.
     pub fn get<T: ToolParam>(&self, name: &str) -> Result<T, ToolArgsError> {
-        let value = self.map.get(name).cloned().unwrap_or(Value::Null);
+        const NULL: &Value = &Value::Null;
+        let value = self.map.get(name).unwrap_or(NULL);
         crate::args::decode_at(self.tool, name, value)
     }
 }
@@ -78,7 +74,7 @@ impl ArgsMap<'_> {
 /// A boxed prepare function.
 pub fn prepare_fn<F>(f: F) -> Arc<PrepareFn>
 where
-    F: Fn(&str, Value) -> Result<Body, ToolArgsError> + Send + Sync + 'static,
+    F: Fn(&str, &Value) -> Result<Body, ToolArgsError> + Send + Sync + 'static,
 {
     Arc::new(f)
 }

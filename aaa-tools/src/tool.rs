@@ -1,6 +1,7 @@
 //! [`Tool`]: one callable tool, with everything a provider and an executor need to know.
 
 use std::any::TypeId;
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -58,7 +59,7 @@ impl Body {
 
 /// Decodes checked arguments into a runnable body.
 #[doc(hidden)]
-pub type PrepareFn = dyn Fn(&str, Value) -> Result<Body, ToolArgsError> + Send + Sync;
+pub type PrepareFn = dyn Fn(&str, &Value) -> Result<Body, ToolArgsError> + Send + Sync;
 
 /// Derives an idempotency key from checked arguments.
 #[doc(hidden)]
@@ -334,7 +335,7 @@ impl Tool {
         let name = name.into();
         let parameters = schema::schema_of_args::<A>(&name)?;
         let f = Arc::new(f);
-        let prepare = move |tool: &str, args: Value| -> Result<Body, ToolArgsError> {
+        let prepare = move |tool: &str, args: &Value| -> Result<Body, ToolArgsError> {
             let decoded: A = args::decode(tool, args)?;
             let f = f.clone();
             Ok(Body::asynchronous(move |ctx| {
@@ -365,7 +366,7 @@ impl Tool {
         let name = name.into();
         let parameters = schema::schema_of_args::<A>(&name)?;
         let f = Arc::new(f);
-        let prepare = move |tool: &str, args: Value| -> Result<Body, ToolArgsError> {
+        let prepare = move |tool: &str, args: &Value| -> Result<Body, ToolArgsError> {
             let decoded: A = args::decode(tool, args)?;
             let f = f.clone();
             Ok(Body::blocking(move |ctx| from_result(f(ctx, decoded))))
@@ -394,8 +395,8 @@ impl Tool {
         E: Into<ToolError>,
     {
         let f = Arc::new(f);
-        let prepare = move |_tool: &str, args: Value| -> Result<Body, ToolArgsError> {
-            let f = f.clone();
+        let prepare = move |_tool: &str, args: &Value| -> Result<Body, ToolArgsError> {
+            let (f, args) = (f.clone(), args.clone());
             Ok(Body::asynchronous(move |ctx| {
                 Box::pin(async move { from_result(f(ctx, args).await) })
             }))
@@ -541,34 +542,29 @@ impl Tool {
     /// A `null` sent for an optional argument whose type does not take `null` counts as
     /// leaving it out (that is how OpenAI strict mode omits arguments).
     pub fn check_args(&self, args: &Value) -> Result<(), ToolArgsError> {
-        let mut normalized = args.clone();
-        self.normalize_args(&mut normalized);
-        self.inner
-            .checker
-            .check(&self.inner.name, &self.inner.parameters, &normalized)
+        self.normalize_and_check(Cow::Borrowed(args)).map(drop)
     }
 
-    fn normalize_args(&self, args: &mut Value) {
-        // Most arguments hold no `null` at all: nothing to drop, no schema to walk.
-        if !args::has_null(args) {
-            return;
+    /// Normalizes `args` (see [`check_args`](Self::check_args)) and checks them: what
+    /// the handler does once, at admission. Most arguments hold no `null` at all: they
+    /// come back as they were, borrowed, without a schema walk.
+    pub(crate) fn normalize_and_check<'a>(
+        &self,
+        mut args: Cow<'a, Value>,
+    ) -> Result<Cow<'a, Value>, ToolArgsError> {
+        if args::has_null(&args) {
+            let schema = &self.inner.parameters;
+            args::drop_optional_nulls(schema, schema, args.to_mut(), 0);
         }
-        let schema = &self.inner.parameters;
-        args::drop_optional_nulls(schema, schema, args, 0);
-    }
-
-    /// Normalizes `args` in place (see [`check_args`](Self::check_args)) and checks
-    /// them: what the handler does once, at admission.
-    pub(crate) fn normalize_and_check(&self, args: &mut Value) -> Result<(), ToolArgsError> {
-        self.normalize_args(args);
         self.inner
             .checker
-            .check(&self.inner.name, &self.inner.parameters, args)
+            .check(&self.inner.name, &self.inner.parameters, &args)?;
+        Ok(args)
     }
 
     /// Decodes arguments that [`normalize_and_check`](Self::normalize_and_check)
     /// accepted, without checking them again.
-    pub(crate) fn prepare_checked(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
+    pub(crate) fn prepare_checked(&self, args: &Value) -> Result<PreparedCall, ToolArgsError> {
         let body = (self.inner.prepare)(&self.inner.name, args)?;
         Ok(PreparedCall { body })
     }
@@ -583,8 +579,7 @@ impl Tool {
         if self.inner.idempotency_key.is_none() {
             return Ok(default());
         }
-        let mut normalized = args.clone();
-        self.normalize_and_check(&mut normalized)?;
+        let normalized = self.normalize_and_check(Cow::Borrowed(args))?;
         Ok(self
             .custom_idempotency_key(&normalized)?
             .unwrap_or_else(default))
@@ -604,13 +599,9 @@ impl Tool {
     }
 
     /// Checks and decodes `args`: a call that is ready to run.
-    pub fn prepare(&self, mut args: Value) -> Result<PreparedCall, ToolArgsError> {
-        self.normalize_args(&mut args);
-        self.inner
-            .checker
-            .check(&self.inner.name, &self.inner.parameters, &args)?;
-        let body = (self.inner.prepare)(&self.inner.name, args)?;
-        Ok(PreparedCall { body })
+    pub fn prepare(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
+        let args = self.normalize_and_check(Cow::Owned(args))?;
+        self.prepare_checked(&args)
     }
 
     /// Checks the size of the arguments' JSON text, then prepares the call.

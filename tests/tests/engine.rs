@@ -103,6 +103,22 @@ async fn delegate(ctx: ToolContext, depth: u32) -> Result<String, ToolError> {
     Ok(format!("{depth}>{}", outcome.for_model()))
 }
 
+/// A temperature reading.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct Reading {
+    /// Degrees Celsius.
+    degrees: f64,
+    /// Decimals to show; none when left out.
+    #[serde(default)]
+    decimals: usize,
+}
+
+/// Say how warm it is.
+#[tool]
+async fn warmth(reading: Reading) -> String {
+    format!("{:.*}°C", reading.decimals, reading.degrees)
+}
+
 /// Read a secret.
 #[tool]
 async fn secret() -> String {
@@ -133,7 +149,7 @@ fn registry(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolRegistry {
     ToolRegistry::builder()
         .tools(tools![
             add, whoami, refuse, broken, explode, slow, slow_sync, pay, echo_after, hold, delegate,
-            secret
+            warmth, secret
         ])
         .state_arc(seen.clone())
         .state_arc(gate.clone())
@@ -219,6 +235,35 @@ async fn a_call_completes_and_reads_its_context() {
         outcome.result().unwrap(),
         &json!({"run": "run-1", "call": "call_7", "tenant": "acme", "attempt": 1, "fence": 1, "key": "run-1/call_7", "meta": {"user": "ada"}})
     );
+}
+
+/// The handler reads a request's arguments where they lie in the bus's message; a
+/// `null` for an optional argument whose type does not take one (OpenAI strict mode)
+/// still counts as leaving it out, whether the arguments came as an object or as text.
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_are_read_in_place_and_strict_mode_nulls_are_dropped() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    for (args, expected) in [
+        (
+            json!({"reading": {"degrees": 21, "decimals": null}}),
+            "21°C",
+        ),
+        (json!({"reading": {"degrees": 21, "decimals": 1}}), "21.0°C"),
+        (
+            json!("{\"reading\": {\"degrees\": 21, \"decimals\": null}}"),
+            "21°C",
+        ),
+    ] {
+        let outcome = run.call("warmth", args.clone()).await.unwrap();
+        assert_eq!(outcome.result(), Some(&json!(expected)), "{args}");
+    }
+    let outcome = run
+        .call("warmth", json!({"reading": {"degrees": null}}))
+        .await
+        .unwrap();
+    let (kind, message) = failure(&outcome);
+    assert_eq!(kind, FailureKind::BadArgs, "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

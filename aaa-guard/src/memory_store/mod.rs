@@ -303,8 +303,12 @@ mod tests {
         use crate::{CallRecord, Delivery, RecordedOutcome};
         let kv = MemoryStore::new().with_retired_limit(2);
         let running = CallRecord::start("t", "w", Delivery::AtLeastOnce, 3);
-        let done = running.finished(RecordedOutcome::new("k", &1).unwrap());
-        let unknown = running.unknown(RecordedOutcome::new("k", &1).unwrap());
+        let done = running
+            .clone()
+            .finished(RecordedOutcome::new("k", &1).unwrap());
+        let unknown = running
+            .clone()
+            .unknown(RecordedOutcome::new("k", &1).unwrap());
         // Writes call `name`'s record and retires it; returns the revision.
         let settle = |name: &str, record: &CallRecord| {
             let key = format!("guard.t.r.{name}");
@@ -332,7 +336,7 @@ mod tests {
         );
         // A record rewritten after it was retired is not forgotten for that retirement
         // (only a retirement of its new revision would let it go).
-        let again = done.marked_published().to_json();
+        let again = done.clone().marked_published().to_json();
         now(kv.update("guard.t.r.c4", again, revisions[4])).unwrap();
         settle("c6", &done);
         assert_eq!(kept(), ["c2", "c3", "c4", "c5", "c6"]);

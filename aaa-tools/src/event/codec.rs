@@ -80,14 +80,32 @@ impl<T: serde::de::DeserializeOwned + Clone + 'static> Parsed<T> {
     /// carries one of this data type (nothing to parse, nothing to check: the engine
     /// made it), else its bytes, as [`from_bytes`](Self::from_bytes) does.
     pub(crate) fn from_payload(payload: &Payload) -> Result<Parsed<T>, EventError> {
+        let parsed = Self::borrow_payload(payload)?;
+        Ok(Parsed {
+            kind: parsed.kind,
+            tenant: parsed.tenant,
+            run: parsed.run,
+            data: parsed.data.into_owned(),
+        })
+    }
+
+    /// As [`from_payload`](Self::from_payload), with the data of an unwritten draft
+    /// borrowed from the payload rather than copied (a consumer that only reads it, or
+    /// keeps a part of it, copies only that).
+    pub(crate) fn borrow_payload(payload: &Payload) -> Result<Parsed<Cow<'_, T>>, EventError> {
         match payload.value::<Draft<T>>() {
             Some(draft) => Ok(Parsed {
                 kind: draft.kind.clone(),
                 tenant: draft.aaatenant.clone(),
                 run: draft.aaarunid.clone(),
-                data: draft.data.clone(),
+                data: Cow::Borrowed(&draft.data),
             }),
-            None => Self::from_bytes(payload),
+            None => Self::from_bytes(payload).map(|parsed| Parsed {
+                kind: parsed.kind,
+                tenant: parsed.tenant,
+                run: parsed.run,
+                data: Cow::Owned(parsed.data),
+            }),
         }
     }
 }

@@ -21,6 +21,7 @@ pub(crate) enum ShortText {
 
 impl ShortText {
     /// The parts, one after the other.
+    #[inline]
     pub(crate) fn concat(parts: &[&str]) -> Self {
         let len: usize = parts.iter().map(|part| part.len()).sum();
         if len > 128 {

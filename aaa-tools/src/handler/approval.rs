@@ -183,7 +183,7 @@ async fn run_granted(
     record: ApprovalRecord,
     carrier: &Message,
 ) -> Disposition {
-    let disposition = guarded::run_call(core, entry, call, record.arguments.clone(), carrier).await;
+    let disposition = guarded::run_call(core, entry, call, &record.arguments, carrier).await;
     if disposition == Disposition::Ack {
         let done = ApprovalRecord {
             state: ApprovalState::Done,

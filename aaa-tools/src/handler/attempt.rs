@@ -94,12 +94,12 @@ pub(super) async fn execute(
     core: &Core,
     entry: &Entry,
     call: &Call,
-    arguments: Value,
+    arguments: &Value,
     carrier: &Message,
     attempt: u32,
     lease: Option<&Lease<'_>>,
 ) -> Executed {
-    let key = match entry.tool.custom_idempotency_key(&arguments) {
+    let key = match entry.tool.custom_idempotency_key(arguments) {
         Ok(key) => key,
         Err(error) => {
             return Executed::Done(call.failed(FailureKind::BadArgs, error.to_string(), attempt));
@@ -107,12 +107,6 @@ pub(super) async fn execute(
     };
     // The arguments were checked at admission (and, for approvals, before they were
     // recorded): decode only.
-    // Post-call guardrails see the arguments; keep a copy only when there are some.
-    let post_args = entry
-        .handler
-        .guards
-        .has_post_checks()
-        .then(|| arguments.clone());
     let prepared = match entry.tool.prepare_checked(arguments) {
         Ok(prepared) => prepared,
         Err(error) => {
@@ -210,12 +204,11 @@ pub(super) async fn execute(
             )
         }
         Ok(Ok(value)) => {
-            let checked = match &post_args {
-                Some(arguments) => entry
-                    .handler
-                    .guards
-                    .check_after(&call.policy(arguments), value),
-                None => Ok(value),
+            let guards = &entry.handler.guards;
+            let checked = if guards.has_post_checks() {
+                guards.check_after(&call.policy(arguments), value)
+            } else {
+                Ok(value)
             };
             match checked {
                 Ok(result) => Outcome::Completed(ToolCompleted {

@@ -146,7 +146,7 @@ pub(super) async fn settled_before(
         Ok(Some(outcome)) => {
             // Losing this write changes nothing: the outcome is in the log, and a later
             // delivery finds it again.
-            let finished = record.finished(outcome).marked_published();
+            let finished = record.clone().finished(outcome).marked_published();
             let _ = write_record(store, key, &finished, Some(revision)).await;
             Some(Disposition::Ack)
         }

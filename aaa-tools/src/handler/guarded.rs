@@ -72,7 +72,7 @@ pub(super) async fn run_call(
     core: &Core,
     entry: &Entry,
     call: &Call,
-    arguments: Value,
+    arguments: &Value,
     carrier: &Message,
 ) -> Disposition {
     let retry = &entry.handler.result_retry;
@@ -391,7 +391,7 @@ async fn publish_recorded(
     let _ = write_record(
         &**core.engine.store(),
         key,
-        &record.marked_published(),
+        &record.clone().marked_published(),
         Some(revision),
     )
     .await;

@@ -1,6 +1,8 @@
 //! Handling one tool request: read it, look the tool up, check the arguments and the
 //! guardrails, then ask for approval or run the call.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
@@ -9,7 +11,7 @@ use super::policy::PreCall;
 use super::{approval, guarded, lease, records};
 use crate::args;
 use crate::bus::Message;
-use crate::error::{ArgProblem, ToolArgsError};
+use crate::error::ToolArgsError;
 use crate::event::{FailureKind, Parsed, TOOL_REQUESTED, ToolRequested};
 use crate::ids::{CallId, RunId, TenantId};
 
@@ -30,7 +32,9 @@ fn salvage(payload: &[u8]) -> Option<Call> {
 }
 
 pub(super) async fn handle_request(core: &Core, message: Message) {
-    let parsed = Parsed::<ToolRequested>::from_payload(&message.payload);
+    // Borrowed: the arguments are read where they lie in the payload, never copied
+    // whole (only an approval, which records them, takes a copy).
+    let parsed = Parsed::<ToolRequested>::borrow_payload(&message.payload);
     let (tenant, run, request) = match parsed {
         Ok(parsed) if parsed.kind == TOOL_REQUESTED => (parsed.tenant, parsed.run, parsed.data),
         Ok(parsed) => {
@@ -50,14 +54,28 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
             return;
         }
     };
+    let (call_id, name, meta, arguments) = match request {
+        Cow::Borrowed(request) => (
+            request.call_id.clone(),
+            request.name.clone(),
+            request.meta.clone(),
+            Cow::Borrowed(&request.arguments),
+        ),
+        Cow::Owned(request) => (
+            request.call_id,
+            request.name,
+            request.meta,
+            Cow::Owned(request.arguments),
+        ),
+    };
     let call = Call {
         tenant,
         run,
-        call_id: request.call_id,
-        name: request.name,
-        meta: request.meta,
+        call_id,
+        name,
+        meta,
     };
-    let (disposition, guarded) = admit_and_run(core, &call, request.arguments, &message).await;
+    let (disposition, guarded) = admit_and_run(core, &call, arguments, &message).await;
     if call::settle(&message, disposition).await && disposition == Disposition::Ack && guarded {
         lease::retire(core, &call).await;
     }
@@ -81,7 +99,7 @@ async fn refuse(
 async fn admit_and_run(
     core: &Core,
     call: &Call,
-    arguments: Value,
+    arguments: Cow<'_, Value>,
     message: &Message,
 ) -> (Disposition, bool) {
     let Some(entry) = core.entry(&call.name) else {
@@ -147,38 +165,32 @@ async fn admit_and_run(
             core,
             &entry,
             call,
-            arguments,
+            arguments.into_owned(),
             approval_reason,
             message,
         ))
         .await;
         return (requested, false);
     }
-    let disposition = guarded::run_call(core, &entry, call, arguments, message).await;
+    let disposition = guarded::run_call(core, &entry, call, &arguments, message).await;
     (disposition, entry.config.guard.enabled)
 }
 
 /// The arguments as an object, parsed from text when a provider sent a string, within
 /// the size limit, checked against the schema.
-fn checked_arguments(entry: &Entry, arguments: Value) -> Result<Value, ToolArgsError> {
+fn checked_arguments<'a>(
+    entry: &Entry,
+    arguments: Cow<'a, Value>,
+) -> Result<Cow<'a, Value>, ToolArgsError> {
     let limit = entry.handler.registry.max_args_bytes();
     let name = entry.tool.name();
-    let arguments = match arguments {
-        Value::String(text) => entry.handler.registry.parse_args(name, &text)?,
-        Value::Null => Value::Object(Map::new()),
+    let arguments = match &*arguments {
+        Value::String(text) => Cow::Owned(entry.handler.registry.parse_args(name, text)?),
+        Value::Null => Cow::Owned(Value::Object(Map::new())),
         other => {
-            let len = args::json_len(&other);
-            if len > limit {
-                return Err(ToolArgsError::single(
-                    name,
-                    ArgProblem::ROOT,
-                    format!("are {len} bytes; the limit is {limit} bytes. Send less data"),
-                ));
-            }
-            other
+            args::check_size(name, args::json_len(other), limit)?;
+            arguments
         }
     };
-    let mut arguments = arguments;
-    entry.tool.normalize_and_check(&mut arguments)?;
-    Ok(arguments)
+    entry.tool.normalize_and_check(arguments)
 }
