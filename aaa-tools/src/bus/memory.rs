@@ -69,6 +69,9 @@ struct State {
     replays: Vec<Weak<Replay>>,
     /// The messages kept, by their subject's first three tokens (`aaa.<tenant>.<run>`).
     by_prefix: HashMap<String, RunIndex, Hasher>,
+    /// Changes whenever a consumer or a replay comes or goes: the [`Wakes`] a run
+    /// remembers for a subject hold for the generation they were worked out in.
+    generation: u64,
 }
 
 /// What the log holds of one run (one subject prefix).
@@ -79,21 +82,69 @@ struct RunIndex {
     /// The subjects its messages were published on (a run uses a handful, again and
     /// again): its messages share them instead of holding a copy each, so a long log
     /// holds, and later frees, one allocation less per message.
-    subjects: SmallVec<[Arc<str>; 4]>,
+    subjects: SmallVec<[Interned; 4]>,
+}
+
+/// A subject a run publishes on: the copy its messages share, and whom a publish on
+/// it wakes, once worked out.
+struct Interned {
+    subject: Arc<str>,
+    wakes: Option<Wakes>,
 }
 
 impl RunIndex {
-    /// The copy of `subject` this run's messages share, if it published on it before.
-    fn known(&self, subject: &str) -> Option<Arc<str>> {
-        self.subjects.iter().find(|s| ***s == *subject).cloned()
+    /// Where this run keeps `subject`, if it published on it before.
+    fn known(&self, subject: &str) -> Option<usize> {
+        self.subjects.iter().position(|s| *s.subject == *subject)
     }
 
-    /// A copy of `subject` (which it does not know yet) for this run's messages to
-    /// share.
-    fn intern(&mut self, subject: &str) -> Arc<str> {
-        let shared: Arc<str> = Arc::from(subject);
-        self.subjects.push(shared.clone());
-        shared
+    /// Keeps a copy of `subject` (which it does not know yet) for this run's messages
+    /// to share; returns where.
+    fn intern(&mut self, subject: &str) -> usize {
+        self.subjects.push(Interned {
+            subject: Arc::from(subject),
+            wakes: None,
+        });
+        self.subjects.len() - 1
+    }
+}
+
+/// Which consumers and replays a subject matches, as bits in the order of the bus's
+/// consumer map and replay list, which hold still within one generation. Every
+/// publish is matched against every filter; a run publishes on a handful of subjects
+/// again and again, so each is matched once per generation and read back after.
+#[derive(Clone, Copy)]
+struct Wakes {
+    generation: u64,
+    consumers: u64,
+    replays: u64,
+}
+
+impl Wakes {
+    /// Matches `subject` against every consumer and replay; `None` when there are too
+    /// many for the bits (each publish then matches them itself).
+    fn of(
+        subject: &str,
+        consumers: &HashMap<String, ConsumerState, Hasher>,
+        replays: &[Weak<Replay>],
+        generation: u64,
+    ) -> Option<Wakes> {
+        if consumers.len() > 64 || replays.len() > 64 {
+            return None;
+        }
+        let bits = |matched: &mut dyn Iterator<Item = bool>| {
+            matched
+                .enumerate()
+                .fold(0_u64, |bits, (i, m)| bits | (u64::from(m) << i))
+        };
+        Some(Wakes {
+            generation,
+            consumers: bits(&mut consumers.values().map(|c| c.filters.matches(subject))),
+            replays: bits(&mut replays.iter().map(|r| {
+                r.upgrade()
+                    .is_some_and(|replay| replay.filters.matches(subject))
+            })),
+        })
     }
 }
 
@@ -288,6 +339,7 @@ impl State {
             consumers: HashMap::default(),
             replays: Vec::new(),
             by_prefix: HashMap::default(),
+            generation: 0,
         }
     }
 
@@ -437,8 +489,12 @@ impl MemoryBus {
         let mut state = self.shared.lock();
         let seq = state.next_seq();
         let State {
+            log,
             by_prefix,
             recent_ids,
+            consumers,
+            replays,
+            generation,
             ..
         } = &mut *state;
         let prefix = prefix_of(subject);
@@ -461,24 +517,27 @@ impl MemoryBus {
         {
             return Ok(());
         }
-        let shared_subject = match (prefix, run.take()) {
+        let (shared_subject, interned) = match (prefix, run.take()) {
             // Most publishes extend a run already indexed: no key to allocate.
             (Some(_), Some(run)) => {
                 run.seqs.push_back(seq);
-                known.unwrap_or_else(|| run.intern(subject))
+                let at = known.unwrap_or_else(|| run.intern(subject));
+                let interned = &mut run.subjects[at];
+                (interned.subject.clone(), Some(interned))
             }
             (Some(prefix), None) => {
                 let mut run = RunIndex {
                     seqs: VecDeque::from([seq]),
                     subjects: SmallVec::new(),
                 };
-                let shared = run.intern(subject);
-                by_prefix.insert(prefix.to_owned(), run);
-                shared
+                let at = run.intern(subject);
+                let run = by_prefix.entry(prefix.to_owned()).insert_entry(run);
+                let interned = &mut run.into_mut().subjects[at];
+                (interned.subject.clone(), Some(interned))
             }
-            (None, _) => Arc::from(subject),
+            (None, _) => (Arc::from(subject), None),
         };
-        state.log.push_back(Kept {
+        log.push_back(Kept {
             stored: Stored {
                 seq,
                 subject: shared_subject,
@@ -486,11 +545,29 @@ impl MemoryBus {
             },
             at: now,
         });
+        let replaying = replays.len();
+        replays.retain(|replay| replay.strong_count() > 0);
+        if replays.len() != replaying {
+            *generation += 1;
+        }
+        let wakes = match interned {
+            Some(Interned {
+                wakes: Some(wakes), ..
+            }) if wakes.generation == *generation => Some(*wakes),
+            Some(interned) => {
+                interned.wakes = Wakes::of(subject, consumers, replays, *generation);
+                interned.wakes
+            }
+            None => Wakes::of(subject, consumers, replays, *generation),
+        };
         // Woken after the lock is released: a wake-up may unpark another thread (a
         // system call), which must not happen while every other publisher waits.
         let mut wake: SmallVec<[Arc<Notify>; 4]> = SmallVec::new();
-        for consumer in state.consumers.values_mut() {
-            let matches = consumer.filters.matches(subject);
+        for (i, consumer) in consumers.values_mut().enumerate() {
+            let matches = match wakes {
+                Some(wakes) => wakes.consumers >> i & 1 == 1,
+                None => consumer.filters.matches(subject),
+            };
             if matches {
                 wake.push(consumer.wake.clone());
             }
@@ -503,15 +580,15 @@ impl MemoryBus {
                 }
             }
         }
-        state.replays.retain(|replay| match replay.upgrade() {
-            Some(replay) => {
-                if replay.filters.matches(subject) {
-                    wake.push(replay.wake.clone());
-                }
-                true
+        for (i, replay) in replays.iter().enumerate() {
+            let known = wakes.map(|wakes| wakes.replays >> i & 1 == 1);
+            if known != Some(false)
+                && let Some(replay) = replay.upgrade()
+                && (known == Some(true) || replay.filters.matches(subject))
+            {
+                wake.push(replay.wake.clone());
             }
-            None => false,
-        });
+        }
         let removed = state.trim(now, retention);
         drop(state);
         drop(removed);
@@ -771,6 +848,10 @@ impl Bus for MemoryBus {
             }
             let mut state = self.shared.lock();
             let first_seq = state.first_seq;
+            if !state.consumers.contains_key(&spec.durable) {
+                // The consumer map is about to change its order.
+                state.generation += 1;
+            }
             let consumer = state
                 .consumers
                 .entry(spec.durable.clone())
@@ -866,7 +947,11 @@ fn replay_filters(
         wake: Arc::new(Notify::new()),
         next: AtomicU64::new(0),
     });
-    shared.lock().replays.push(Arc::downgrade(&replay));
+    {
+        let mut state = shared.lock();
+        state.replays.push(Arc::downgrade(&replay));
+        state.generation += 1;
+    }
     let stream = stream::unfold(
         (shared, replay, prefix),
         |(shared, replay, prefix)| async move {
@@ -990,6 +1075,40 @@ mod tests {
         first.ack().await.unwrap();
         second.ack().await.unwrap();
         assert_eq!(bus.ack_pending("work"), 0);
+    }
+
+    /// A run remembers whom a publish on each of its subjects wakes; a consumer and a
+    /// replay that come later still get the next publish on a subject it knows.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_consumer_and_replay_get_publishes_on_a_known_subject() {
+        let bus = MemoryBus::new();
+        let subject = "aaa.t.r.tool.requested";
+        publish(&bus, subject, "1").await;
+        let spec = ConsumerSpec::new("late", ["aaa.*.*.tool.requested"]);
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        let mut replay = bus.replay(subject).await.unwrap();
+        // Both have read the whole log: the next publish is matched as it is made.
+        let first = sub.next().await.unwrap();
+        let replayed = replay.next().await.unwrap().unwrap();
+        assert_eq!(
+            (&first.payload[..], &replayed.payload[..]),
+            (&b"1"[..], &b"1"[..])
+        );
+        publish(&bus, subject, "2").await;
+        let wait = Duration::from_secs(1);
+        let second = tokio::time::timeout(wait, sub.next())
+            .await
+            .expect("the late consumer gets the publish")
+            .unwrap();
+        let replayed = tokio::time::timeout(wait, replay.next())
+            .await
+            .expect("the late replay gets the publish")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (&second.payload[..], &replayed.payload[..]),
+            (&b"2"[..], &b"2"[..])
+        );
     }
 
     #[tokio::test(start_paused = true)]
