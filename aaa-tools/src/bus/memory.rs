@@ -163,14 +163,11 @@ struct Replay {
     next: AtomicU64,
 }
 
-/// The first three tokens of a subject, when it has more.
+/// The first three tokens of a subject, when it has more. Every publish and every
+/// trimmed message asks, so the dots are found with memchr (the long ids come first,
+/// and a byte-by-byte scan of them cost a publish hundreds of instructions).
 fn prefix_of(subject: &str) -> Option<&str> {
-    let third = subject
-        .bytes()
-        .enumerate()
-        .filter(|(_, b)| *b == b'.')
-        .map(|(i, _)| i)
-        .nth(2)?;
+    let third = memchr::memchr_iter(b'.', subject.as_bytes()).nth(2)?;
     Some(&subject[..third])
 }
 
