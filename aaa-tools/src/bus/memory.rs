@@ -2,7 +2,10 @@
 //!
 //! A publish collects the wake-ups of the consumers it matches in a `smallvec`
 //! (usually one or two, so none allocates) and sends them once the bus's lock is
-//! released.
+//! released. Which consumers and replays a subject wakes is worked out once per subject
+//! of a run and remembered until a consumer or replay comes or goes (see `Wakes`), and
+//! a subject's run prefix is found with `memchr`, the well-kept vectorised byte search
+//! (a publish scans past two long ids to find it).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
