@@ -26,6 +26,18 @@ pub(crate) struct Parsed<T> {
     pub(crate) data: T,
 }
 
+impl<T> Parsed<T> {
+    /// The same event with its data turned into `U`.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Parsed<U> {
+        Parsed {
+            kind: self.kind,
+            tenant: self.tenant,
+            run: self.run,
+            data: f(self.data),
+        }
+    }
+}
+
 /// The wire form, read in one pass: the attributes the engine needs, the required
 /// ones it does not need checked for presence only, `data` straight into `T`.
 #[derive(Deserialize)]
@@ -80,13 +92,7 @@ impl<T: serde::de::DeserializeOwned + Clone + 'static> Parsed<T> {
     /// carries one of this data type (nothing to parse, nothing to check: the engine
     /// made it), else its bytes, as [`from_bytes`](Self::from_bytes) does.
     pub(crate) fn from_payload(payload: &Payload) -> Result<Parsed<T>, EventError> {
-        let parsed = Self::borrow_payload(payload)?;
-        Ok(Parsed {
-            kind: parsed.kind,
-            tenant: parsed.tenant,
-            run: parsed.run,
-            data: parsed.data.into_owned(),
-        })
+        Ok(Self::borrow_payload(payload)?.map(Cow::into_owned))
     }
 
     /// As [`from_payload`](Self::from_payload), with the data of an unwritten draft
@@ -100,12 +106,7 @@ impl<T: serde::de::DeserializeOwned + Clone + 'static> Parsed<T> {
                 run: draft.aaarunid.clone(),
                 data: Cow::Borrowed(&draft.data),
             }),
-            None => Self::from_bytes(payload).map(|parsed| Parsed {
-                kind: parsed.kind,
-                tenant: parsed.tenant,
-                run: parsed.run,
-                data: Cow::Owned(parsed.data),
-            }),
+            None => Ok(Self::from_bytes(payload)?.map(Cow::Owned)),
         }
     }
 }
