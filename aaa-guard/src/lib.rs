@@ -21,6 +21,7 @@
 //!   records, pending approvals and budgets live in; [`FencedLog`]: a store whose
 //!   records share a log with the facts, so an outcome is committed and published in
 //!   one conditional write.
+//! - [`SharedStr`]: the shared text a record's tool name and worker id are held in.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
 //!
@@ -45,6 +46,7 @@ mod fence;
 mod lease;
 mod memory_store;
 mod record;
+mod shared_str;
 mod store;
 mod written;
 
@@ -53,5 +55,6 @@ pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
 pub use memory_store::MemoryStore;
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
+pub use shared_str::SharedStr;
 pub use store::{GuardStore, check_key};
 pub use written::{Entry, Revision, StoreError, StoreFuture};

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::SharedStr;
 use crate::config::Delivery;
 
 /// Where a call stands.
@@ -41,11 +42,11 @@ pub struct CallRecord {
     /// Where the call stands.
     pub state: CallState,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// The current (or last) attempt: the fence.
     pub attempt: u32,
     /// The worker holding (or last holding) the attempt.
-    pub holder: String,
+    pub holder: SharedStr,
     /// Lease renewals of the current attempt.
     pub beats: u64,
     /// The delivery policy the call was started under.
@@ -78,14 +79,17 @@ pub struct CallRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecordedOutcome {
     /// The event type.
-    pub kind: String,
+    pub kind: SharedStr,
     /// The event data, as JSON text.
     pub data: Box<RawValue>,
 }
 
 impl RecordedOutcome {
     /// An outcome of event type `kind` whose data is `data` written as JSON.
-    pub fn new(kind: impl Into<String>, data: &impl Serialize) -> Result<Self, serde_json::Error> {
+    pub fn new(
+        kind: impl Into<SharedStr>,
+        data: &impl Serialize,
+    ) -> Result<Self, serde_json::Error> {
         Ok(RecordedOutcome {
             kind: kind.into(),
             data: serde_json::value::to_raw_value(data)?,
@@ -196,12 +200,17 @@ impl CallRecord {
     }
 
     /// Attempt 1 of a call, held by `worker`.
-    pub fn start(name: &str, worker: &str, delivery: Delivery, max_attempts: u32) -> Self {
+    pub fn start(
+        name: impl Into<SharedStr>,
+        worker: impl Into<SharedStr>,
+        delivery: Delivery,
+        max_attempts: u32,
+    ) -> Self {
         CallRecord {
             state: CallState::Running,
-            name: name.to_owned(),
+            name: name.into(),
             attempt: 1,
-            holder: worker.to_owned(),
+            holder: worker.into(),
             beats: 0,
             delivery,
             max_attempts: max_attempts.max(1),
@@ -234,10 +243,10 @@ impl CallRecord {
     }
 
     /// The record after `worker` takes the call over with the next attempt.
-    pub fn taken_over(&self, worker: &str) -> CallRecord {
+    pub fn taken_over(&self, worker: impl Into<SharedStr>) -> CallRecord {
         CallRecord {
             attempt: self.attempt + 1,
-            holder: worker.to_owned(),
+            holder: worker.into(),
             beats: 0,
             ..self.clone()
         }

@@ -13,7 +13,8 @@ use crate::bus::{Bus, BusError, MemoryBus, Stored};
 use crate::call_set::CallSet;
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, Parsed,
-    TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed, ToolRequested,
+    SharedStr, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed,
+    ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 
@@ -223,7 +224,7 @@ pub struct ToolCall {
     /// The call id (the provider's, when it gave one); a fresh one when `None`.
     pub call_id: Option<CallId>,
     /// The tool's name as the model sent it.
-    pub name: String,
+    pub name: SharedStr,
     /// The arguments: an object, or a string of JSON as providers send them.
     pub arguments: Value,
     /// Metadata for the tool (`ToolContext::meta`).
@@ -232,7 +233,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `name` with `arguments`.
-    pub fn new(name: impl Into<String>, arguments: Value) -> Self {
+    pub fn new(name: impl Into<SharedStr>, arguments: Value) -> Self {
         ToolCall {
             call_id: None,
             name: name.into(),

@@ -131,7 +131,7 @@ pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
 pub use context::{State, ToolContext, ToolContextBuilder};
 pub use engine::{Engine, EngineError, Outcome, RunHandle, ToolCall, new_call_id, new_run_id};
 pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
-pub use event::{ApprovalDecision, FailureKind};
+pub use event::{ApprovalDecision, FailureKind, SharedStr};
 pub use handler::{
     DEFAULT_MAX_RESULT_BYTES, DEFAULT_POOL_SIZE, GuardPolicy, HandlerError, HandlerHandle,
     PolicyCall, PostCall, PreCall, RetryPolicy, ToolConfig, ToolHandler,

@@ -1,6 +1,6 @@
 //! The operator's side of the guard: calls whose outcome is unknown, and resolving them.
 
-use aaa_guard::{CallRecord, CallState, RecordedOutcome, StoreError};
+use aaa_guard::{CallRecord, CallState, RecordedOutcome, SharedStr, StoreError};
 use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
@@ -20,11 +20,11 @@ pub struct UnknownCall {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// The lost attempt.
     pub attempt: u32,
     /// The worker that ran it.
-    pub worker: String,
+    pub worker: SharedStr,
 }
 
 /// What an operator found out about an `outcome_unknown` call.
@@ -100,7 +100,8 @@ impl Engine {
             },
         };
         // Strings and a JSON value always serialize.
-        let outcome = RecordedOutcome::new(TOOL_RESOLVED, &data).expect("a resolution is JSON");
+        let outcome = RecordedOutcome::new(SharedStr::from_static(TOOL_RESOLVED), &data)
+            .expect("a resolution is JSON");
         let data = outcome.data_value();
         let resolved: CallRecord = record.finished(outcome);
         match write_record(store, &key, &resolved.marked_published(), Some(revision)).await {

@@ -69,6 +69,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use aaa_guard::SharedStr;
+
 use crate::ids::{CallId, RunId, TenantId};
 
 mod codec;
@@ -283,7 +285,7 @@ pub struct ToolRequested {
     /// The call.
     pub call_id: CallId,
     /// The tool's name as the model sent it.
-    pub name: String,
+    pub name: SharedStr,
     /// The arguments: an object, or a string of JSON.
     #[serde(default)]
     pub arguments: Value,
@@ -299,7 +301,7 @@ pub struct ToolCompleted {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// What it returned.
     pub result: Value,
     /// The attempt that produced it.
@@ -313,7 +315,7 @@ pub struct ToolFailed {
     /// The call.
     pub call_id: CallId,
     /// The tool's name as requested.
-    pub name: String,
+    pub name: SharedStr,
     /// Why.
     pub kind: FailureKind,
     /// What the model reads.
@@ -329,7 +331,7 @@ pub struct ApprovalRequested {
     /// The call waiting for approval.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// The arguments it would run with.
     pub arguments: Value,
     /// Binds a grant to this exact call and these arguments.
@@ -395,17 +397,17 @@ pub struct AttemptFact {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// The attempt (the fence).
     pub attempt: u32,
     /// The worker running it.
-    pub worker: String,
+    pub worker: SharedStr,
     /// For a takeover: the attempt that was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_attempt: Option<u32>,
     /// For a takeover: the worker that lost it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_worker: Option<String>,
+    pub previous_worker: Option<SharedStr>,
 }
 
 /// `data` of `aaa.tool.stale_result`.
@@ -415,7 +417,7 @@ pub struct StaleResult {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// The superseded attempt whose result was dropped.
     pub attempt: u32,
     /// The attempt that holds the call now.
@@ -429,7 +431,7 @@ pub struct Resolved {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: String,
+    pub name: SharedStr,
     /// `"completed"` or `"failed"`.
     pub outcome: String,
     /// The result, when completed.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aaa_guard::StoreError;
+use aaa_guard::{SharedStr, StoreError};
 use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
@@ -254,7 +254,7 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 } else {
                     ApprovalState::EarlyDenied
                 },
-                name: String::new(),
+                name: SharedStr::default(),
                 arguments: Value::Null,
                 meta: Map::new(),
                 fingerprint: decision.fingerprint.clone(),

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use aaa_guard::RecordedOutcome;
+use aaa_guard::{RecordedOutcome, SharedStr};
 use serde_json::{Map, Value};
 
 use super::RetryPolicy;
@@ -21,7 +21,7 @@ pub(super) struct Call {
     pub(super) tenant: TenantId,
     pub(super) run: RunId,
     pub(super) call_id: CallId,
-    pub(super) name: String,
+    pub(super) name: SharedStr,
     pub(super) meta: Map<String, Value>,
 }
 
@@ -115,8 +115,12 @@ impl Outcome {
     /// JSON once, to be stored and published as they are.
     pub(super) fn recorded(&self) -> RecordedOutcome {
         let written = match self {
-            Outcome::Completed(data) => RecordedOutcome::new(TOOL_COMPLETED, data),
-            Outcome::Failed(data) => RecordedOutcome::new(TOOL_FAILED, data),
+            Outcome::Completed(data) => {
+                RecordedOutcome::new(SharedStr::from_static(TOOL_COMPLETED), data)
+            }
+            Outcome::Failed(data) => {
+                RecordedOutcome::new(SharedStr::from_static(TOOL_FAILED), data)
+            }
         };
         // Ids, strings, numbers and a JSON value always serialize.
         written.expect("an outcome serializes to JSON")

@@ -13,6 +13,7 @@ use super::{HandlerError, ToolConfig, ToolHandler};
 use crate::engine::Engine;
 use crate::error::DefinitionError;
 use crate::tool::Tool;
+use aaa_guard::SharedStr;
 
 /// One served tool with its settings.
 pub(super) struct Entry {
@@ -25,7 +26,7 @@ pub(super) struct Entry {
 pub(super) struct Core {
     pub(super) engine: Engine,
     /// This worker's id in guard records and facts.
-    pub(super) worker: String,
+    pub(super) worker: SharedStr,
     pub(super) tools: RwLock<HashMap<String, Arc<Entry>, foldhash::fast::RandomState>>,
     pub(super) order: RwLock<Vec<String>>,
     pools: Mutex<HashMap<String, Arc<Semaphore>, foldhash::fast::RandomState>>,
@@ -44,7 +45,7 @@ impl Core {
     pub(super) fn new(engine: &Engine, ack_wait: Duration) -> Core {
         Core {
             engine: engine.clone(),
-            worker: engine.worker_id().to_owned(),
+            worker: SharedStr::from(engine.worker_id()),
             origin: tokio::time::Instant::now(),
             tools: RwLock::new(HashMap::default()),
             order: RwLock::new(Vec::new()),

@@ -109,7 +109,7 @@ pub(super) async fn logged_outcome(
     #[derive(serde::Deserialize)]
     struct Logged {
         #[serde(rename = "type")]
-        kind: String,
+        kind: aaa_guard::SharedStr,
         data: Box<RawValue>,
     }
     let subjects = [

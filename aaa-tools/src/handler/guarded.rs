@@ -40,7 +40,8 @@
 use std::sync::Mutex;
 
 use aaa_guard::{
-    CallRecord, GuardStore, LeaseWatch, OnDelivery, RecordedOutcome, Revision, StoreError,
+    CallRecord, GuardStore, LeaseWatch, OnDelivery, RecordedOutcome, Revision, SharedStr,
+    StoreError,
 };
 use serde_json::Value;
 
@@ -60,7 +61,7 @@ enum Claimed {
         attempt: u32,
         record: Box<CallRecord>,
         revision: Revision,
-        previous: Option<(u32, String)>,
+        previous: Option<(u32, SharedStr)>,
     },
     /// Nothing to run: settle the message so.
     Settled(Disposition),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::event::SharedStr;
 use crate::ids::{CallId, RunId, TenantId};
 
 /// A call as guardrails see it: who asks for which tool with which arguments.
@@ -18,7 +19,7 @@ pub struct PolicyCall {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub tool: String,
+    pub tool: SharedStr,
     /// The checked arguments.
     pub arguments: Value,
 }

@@ -34,7 +34,7 @@ pub(crate) enum ApprovalState {
 pub(crate) struct ApprovalRecord {
     pub(crate) state: ApprovalState,
     #[serde(default)]
-    pub(crate) name: String,
+    pub(crate) name: aaa_guard::SharedStr,
     #[serde(default)]
     pub(crate) arguments: Value,
     #[serde(default)]

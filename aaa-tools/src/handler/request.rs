@@ -26,7 +26,7 @@ fn salvage(payload: &[u8]) -> Option<Call> {
             .pointer("/data/name")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_owned(),
+            .into(),
         meta: Map::new(),
     })
 }
