@@ -15,12 +15,15 @@
 //! Run plainly (`cargo bench -p aaa-tests --bench per_call`), it prints calls per second
 //! with the guard on and off. `--threads N` runs the engine on a multi-thread runtime with
 //! `N` workers instead, the caller in `block_on` as in `dispatch`'s columns for a caller
-//! outside the runtime: the difference to one thread is what thread wake-ups cost. Without `--bench` (as under `cargo test --benches`) it
-//! runs a few calls and checks their sums.
+//! outside the runtime: the difference to one thread is what thread wake-ups cost.
+//! `--keep N` bounds the bus's log to `N` messages and the store's finished records to
+//! `N` (100 000 each by default): what a long-running engine's history costs it. Without
+//! `--bench` (as under `cargo test --benches`) it runs a few calls and checks their sums.
 
 use std::time::Instant;
 
-use aaa_tools::{Engine, GuardConfig, ToolHandler, ToolRegistry, tools};
+use aaa_tools::bus::{MemoryBus, Retention};
+use aaa_tools::{Engine, GuardConfig, MemoryStore, ToolHandler, ToolRegistry, tools};
 use serde_json::json;
 
 /// Add two integers.
@@ -39,6 +42,9 @@ struct Settings {
     /// workers, the caller in `block_on` (as `dispatch` measures a caller outside the
     /// runtime).
     threads: Option<usize>,
+    /// `Some(n)`: the bus keeps `n` messages and the store `n` finished records (the
+    /// defaults otherwise), to see what the size of the history costs.
+    keep: Option<usize>,
 }
 
 fn settings(args: &[String]) -> Settings {
@@ -53,11 +59,18 @@ fn settings(args: &[String]) -> Settings {
         in_flight: value("--in-flight").map_or(64, |v| v.parse().expect("--in-flight N")),
         guard: value("--guard").map(|v| v == "on"),
         threads: value("--threads").map(|v| v.parse().expect("--threads N")),
+        keep: value("--keep").map(|v| v.parse().expect("--keep N")),
     }
 }
 
 /// Runs `calls` calls, `in_flight` at a time, and returns calls per second.
-fn run(calls: usize, in_flight: usize, guard: bool, threads: Option<usize>) -> f64 {
+fn run(
+    calls: usize,
+    in_flight: usize,
+    guard: bool,
+    threads: Option<usize>,
+    keep: Option<usize>,
+) -> f64 {
     let rt = match threads {
         None => tokio::runtime::Builder::new_current_thread(),
         Some(n) => {
@@ -70,7 +83,13 @@ fn run(calls: usize, in_flight: usize, guard: bool, threads: Option<usize>) -> f
     .build()
     .expect("tokio runtime");
     rt.block_on(async {
-        let engine = Engine::embedded();
+        let engine = match keep {
+            None => Engine::embedded(),
+            Some(n) => Engine::new(
+                MemoryBus::with_retention(Retention::default().with_max_messages(n)),
+                MemoryStore::new().with_retired_limit(n),
+            ),
+        };
         let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
             .pool("default", in_flight)
             .guard(GuardConfig::default().with_enabled(guard))
@@ -105,8 +124,8 @@ fn run(calls: usize, in_flight: usize, guard: bool, threads: Option<usize>) -> f
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
-        run(128, 16, true, None);
-        run(128, 16, false, Some(2));
+        run(128, 16, true, None, None);
+        run(128, 16, false, Some(2), Some(64));
         return;
     }
     let settings = settings(&args);
@@ -115,7 +134,13 @@ fn main() {
         None => vec![true, false],
     };
     for guard in modes {
-        let rate = run(settings.calls, settings.in_flight, guard, settings.threads);
+        let rate = run(
+            settings.calls,
+            settings.in_flight,
+            guard,
+            settings.threads,
+            settings.keep,
+        );
         println!(
             "per_call: {} calls, {} in flight, guard {}: {:.1}k calls/s ({})",
             settings.calls,
