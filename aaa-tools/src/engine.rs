@@ -428,11 +428,14 @@ impl RunHandle {
             data,
         );
         // Carried unwritten: an executor in this process reads the request as it is.
-        let (subject, id) = (event.bus_subject(), event.id.text());
+        // No de-duplication id: the event's id is fresh, so no other publish can repeat
+        // it (a retry of this request is a new event), and the guard already takes a
+        // call id once however often its request arrives.
+        let subject = event.bus_subject();
         engine
             .inner
             .bus
-            .publish(&subject, event.into_payload(), Some(&id))
+            .publish(&subject, event.into_payload(), None)
             .await?;
         Ok(call_id)
     }

@@ -7,7 +7,7 @@
 //! | attribute | value |
 //! |---|---|
 //! | `specversion` | `"1.0"` |
-//! | `id` | unique per event (a UUID); the bus de-duplicates publishes by it |
+//! | `id` | unique per event (a UUID; for an outcome fact, see below); the bus de-duplicates outcome facts and signals (`Engine::publish`) by it |
 //! | `source` | who published it, e.g. `aaa-tools/engine/4f1c…` |
 //! | `type` | one of the types below |
 //! | `time` | RFC 3339, UTC |
@@ -49,7 +49,10 @@
 //!
 //! An outcome fact's id (its de-duplication id on the bus) is
 //! `outcome-<tenant>-<run>-<call id>`, the same for every attempt, so a republished
-//! outcome is dropped by the bus's de-duplication.
+//! outcome is dropped by the bus's de-duplication. A request is published with no
+//! de-duplication id: its id is fresh, so no other publish repeats it (asking again
+//! for the same call publishes a new event), and the guard runs a call id once however
+//! often its request arrives.
 //!
 //! On the embedded bus ([`MemoryBus`](crate::bus::MemoryBus)) the engine's own events
 //! travel unwritten: a request, an outcome or a guard fact is handed to the
