@@ -195,7 +195,8 @@ impl GuardStore for MemoryStore {
         expected: Revision,
     ) -> StoreFuture<'a, Revision> {
         Box::pin(async move {
-            check_key(key)?;
+            // A key that holds a record was checked when the record was created: only
+            // a miss needs the check (to tell a bad key from a missing record).
             self.with(|m| {
                 let next = m.last_revision + 1;
                 let hash = m.records.hash(key);
@@ -208,11 +209,17 @@ impl GuardStore for MemoryStore {
                         m.last_revision = next;
                         Ok(next)
                     }
-                    found => Err(StoreError::Conflict {
-                        key: key.to_owned(),
-                        expected,
-                        found: found.map(|s| s.entry.revision),
-                    }),
+                    found => {
+                        let found = found.map(|s| s.entry.revision);
+                        if found.is_none() {
+                            check_key(key)?;
+                        }
+                        Err(StoreError::Conflict {
+                            key: key.to_owned(),
+                            expected,
+                            found,
+                        })
+                    }
                 }
             })
         })
@@ -296,6 +303,26 @@ mod tests {
             Poll::Ready(v) => v,
             Poll::Pending => panic!("the memory store never waits"),
         }
+    }
+
+    #[test]
+    fn an_update_tells_a_bad_key_from_a_missing_record() {
+        let kv = MemoryStore::new();
+        let revision = now(kv.create("guard.t.r.c", b"1".to_vec())).unwrap();
+        assert!(matches!(
+            now(kv.update("guard.t.r..c", b"2".to_vec(), revision)),
+            Err(StoreError::InvalidKey(key)) if key == "guard.t.r..c"
+        ));
+        assert!(matches!(
+            now(kv.update("guard.t.r.other", b"2".to_vec(), revision)),
+            Err(StoreError::Conflict { found: None, .. })
+        ));
+        assert!(matches!(
+            now(kv.update("guard.t.r.c", b"2".to_vec(), revision + 1)),
+            Err(StoreError::Conflict { found: Some(found), .. }) if found == revision
+        ));
+        let next = now(kv.update("guard.t.r.c", b"2".to_vec(), revision)).unwrap();
+        assert_eq!(now(kv.get("guard.t.r.c")).unwrap().unwrap().revision, next);
     }
 
     #[test]
