@@ -125,16 +125,6 @@ impl From<Arc<str>> for SharedStr {
     }
 }
 
-impl From<Cow<'static, str>> for SharedStr {
-    /// Borrows a borrowed literal, shares an owned text (no copy of a literal).
-    fn from(text: Cow<'static, str>) -> Self {
-        match text {
-            Cow::Borrowed(text) => SharedStr::from_static(text),
-            Cow::Owned(text) => SharedStr::from(text),
-        }
-    }
-}
-
 impl From<SharedStr> for Cow<'static, str> {
     /// Borrows a literal; copies shared text.
     fn from(text: SharedStr) -> Self {

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use aaa_guard::SharedStr;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -13,7 +14,6 @@ use super::{HandlerError, ToolConfig, ToolHandler};
 use crate::engine::Engine;
 use crate::error::DefinitionError;
 use crate::tool::Tool;
-use aaa_guard::SharedStr;
 
 /// One served tool with its settings.
 pub(super) struct Entry {

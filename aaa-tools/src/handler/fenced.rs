@@ -10,7 +10,7 @@
 //! for why looking after the compare-and-set cannot miss one.
 
 use aaa_guard::{
-    Appended, CallRecord, FencedLog, GuardStore, RecordedOutcome, Revision, StoreError,
+    Appended, CallRecord, FencedLog, GuardStore, RecordedOutcome, Revision, SharedStr, StoreError,
 };
 use serde_json::value::RawValue;
 
@@ -109,7 +109,7 @@ pub(super) async fn logged_outcome(
     #[derive(serde::Deserialize)]
     struct Logged {
         #[serde(rename = "type")]
-        kind: aaa_guard::SharedStr,
+        kind: SharedStr,
         data: Box<RawValue>,
     }
     let subjects = [

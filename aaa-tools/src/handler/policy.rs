@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use aaa_guard::SharedStr;
 use serde_json::Value;
 
-use crate::event::SharedStr;
 use crate::ids::{CallId, RunId, TenantId};
 
 /// A call as guardrails see it: who asks for which tool with which arguments.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aaa_guard::{GuardStore, Revision, StoreError};
+use aaa_guard::{GuardStore, Revision, SharedStr, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -34,7 +34,7 @@ pub(crate) enum ApprovalState {
 pub(crate) struct ApprovalRecord {
     pub(crate) state: ApprovalState,
     #[serde(default)]
-    pub(crate) name: aaa_guard::SharedStr,
+    pub(crate) name: SharedStr,
     #[serde(default)]
     pub(crate) arguments: Value,
     #[serde(default)]
