@@ -1,22 +1,20 @@
 //! [`Engine`] and [`RunHandle`]: requesting tool calls and reading their outcomes.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use aaa_guard::{GuardStore, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value};
-use tokio::sync::oneshot;
 
-use crate::bus::{Bus, BusError, MemoryBus, Stored};
-use crate::call_set::CallSet;
+use crate::bus::{Bus, BusError, MemoryBus, Payload, Stored};
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, Parsed,
-    SharedStr, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed,
+    SharedStr, ShortText, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed,
     ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
+use crate::watcher::{Claim, Watcher};
 
 /// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -315,7 +313,7 @@ impl Outcome {
     }
 
     /// The outcome a stored fact carries, if it is one (by its subject, then its type).
-    fn from_stored(stored: &Stored) -> Option<Outcome> {
+    pub(crate) fn from_stored(stored: &Stored) -> Option<Outcome> {
         let parsed = if stored.subject.ends_with(".tool.completed") {
             Parsed::<ToolCompleted>::from_payload(&stored.payload)
                 .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
@@ -345,7 +343,7 @@ struct RunInner {
     run: RunId,
     /// Set once, by the first caller that waits for an outcome (concurrent callers
     /// wait for that one instead of opening replays of their own).
-    watcher: tokio::sync::OnceCell<Arc<Watcher>>,
+    watcher: tokio::sync::OnceCell<Watcher>,
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -354,30 +352,6 @@ impl std::fmt::Debug for RunHandle {
             .field("tenant", &self.inner.tenant)
             .field("run", &self.inner.run)
             .finish()
-    }
-}
-
-/// Follows a run's facts and hands outcomes to whoever waits for them.
-struct Watcher {
-    state: Arc<Mutex<WatchState>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-#[derive(Default)]
-struct WatchState {
-    /// The first outcome fact of each call that arrived before anyone asked for it, as
-    /// stored, until somebody does.
-    arrived: HashMap<CallId, Stored, foldhash::fast::RandomState>,
-    /// The calls whose outcome has been handed out: only their ids are kept (a long
-    /// run does not keep every result it ever had), and asking again reads the bus.
-    handed_out: CallSet,
-    waiters: HashMap<CallId, Vec<oneshot::Sender<Outcome>>, foldhash::fast::RandomState>,
-    ended: bool,
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 
@@ -410,6 +384,19 @@ impl RunHandle {
     /// [`Retention`](crate::bus::Retention)).
     pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
         self.watcher().await?;
+        // Built before the await and apart from it: a call's future (which a caller
+        // running many at once allocates one of each) holds only what the publish needs.
+        let (call_id, subject, payload) = self.request_event(call);
+        // No de-duplication id: the event's id is fresh, so no other publish can repeat
+        // it (a retry of this request is a new event), and the guard already takes a
+        // call id once however often its request arrives.
+        let bus = &self.inner.engine.inner.bus;
+        bus.publish(&subject, payload, None).await?;
+        Ok(call_id)
+    }
+
+    /// The request event of `call`: its call id, its subject and its payload.
+    fn request_event(&self, call: ToolCall) -> (CallId, ShortText, Payload) {
         let call_id = call.call_id.unwrap_or_else(new_call_id);
         let data = ToolRequested {
             call_id: call_id.clone(),
@@ -417,32 +404,22 @@ impl RunHandle {
             arguments: call.arguments,
             meta: call.meta,
         };
-        let engine = &self.inner.engine;
         let event = Draft::new(
             DraftId::fresh(),
             TOOL_REQUESTED,
-            engine.shared_source(),
+            self.inner.engine.shared_source(),
             &self.inner.tenant,
             &self.inner.run,
             Some(&call_id),
             data,
         );
         // Carried unwritten: an executor in this process reads the request as it is.
-        // No de-duplication id: the event's id is fresh, so no other publish can repeat
-        // it (a retry of this request is a new event), and the guard already takes a
-        // call id once however often its request arrives.
-        let subject = event.bus_subject();
-        engine
-            .inner
-            .bus
-            .publish(&subject, event.into_payload(), None)
-            .await?;
-        Ok(call_id)
+        (call_id, event.bus_subject(), event.into_payload())
     }
 
     /// Requests a call and waits for its outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Outcome, EngineError> {
-        let call_id = self.request(name, arguments).await?;
+        let call_id = self.request_call(ToolCall::new(name, arguments)).await?;
         self.outcome(&call_id).await
     }
 
@@ -476,27 +453,15 @@ impl RunHandle {
     /// for a call requested elsewhere: on the embedded bus, within its
     /// [`Retention`](crate::bus::Retention).
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
-        let watcher = self.watcher().await?;
-        let receiver = {
-            let mut state = watcher.state.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(outcome) = state.arrived.remove(call_id).and_then(|stored| {
-                state.handed_out.insert(call_id.clone());
-                Outcome::from_stored(&stored)
-            }) {
-                return Ok(outcome);
-            }
-            if state.handed_out.contains(call_id) {
-                None
-            } else if state.ended {
-                return Err(EngineError::Closed(call_id.clone()));
-            } else {
-                let (tx, rx) = oneshot::channel();
-                state.waiters.entry(call_id.clone()).or_default().push(tx);
-                Some(rx)
-            }
+        let waiting = match self.watcher().await?.claim(call_id) {
+            Claim::Ready(outcome) => return Ok(outcome),
+            Claim::Waiting(receiver) => Some(receiver),
+            Claim::HandedOut => None,
+            Claim::Ended => return Err(EngineError::Closed(call_id.clone())),
         };
-        let Some(receiver) = receiver else {
-            return self.outcome_again(call_id).await;
+        let Some(receiver) = waiting else {
+            // Boxed: rare, and it would enlarge every call's future.
+            return Box::pin(self.outcome_again(call_id)).await;
         };
         receiver
             .await
@@ -530,74 +495,21 @@ impl RunHandle {
         ]
     }
 
-    async fn watcher(&self) -> Result<Arc<Watcher>, EngineError> {
-        self.inner
-            .watcher
-            .get_or_try_init(|| self.open_watcher())
-            .await
-            .cloned()
+    /// The handle's watcher, opened by the first caller that needs it.
+    async fn watcher(&self) -> Result<&Watcher, EngineError> {
+        if let Some(watcher) = self.inner.watcher.get() {
+            return Ok(watcher);
+        }
+        // Boxed: it happens once per handle, and would enlarge every call's future.
+        Box::pin(self.inner.watcher.get_or_try_init(|| self.open_watcher())).await
     }
 
-    async fn open_watcher(&self) -> Result<Arc<Watcher>, EngineError> {
+    async fn open_watcher(&self) -> Result<Watcher, EngineError> {
         // Outcomes only: a watcher woken by every request would cost each call a
         // task switch (and, on a server, the request's bytes).
         let filters = self.outcome_filters();
         let stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
-        let state = Arc::new(Mutex::new(WatchState::default()));
-        let task_state = state.clone();
-        let task = tokio::spawn(async move {
-            // Whatever has arrived is handled at once: one lock of the state, then the
-            // waiters woken back to back (a caller on another thread wakes once for
-            // the lot, not once per outcome).
-            let mut chunks = stream.ready_chunks(256);
-            let mut ready: Vec<(oneshot::Sender<Outcome>, Outcome)> = Vec::new();
-            while let Some(items) = chunks.next().await {
-                let mut outcomes = Vec::with_capacity(items.len());
-                for item in items {
-                    match item {
-                        // Only outcomes matter here: the rest is skipped unparsed.
-                        Ok(stored) => {
-                            if let Some(outcome) = Outcome::from_stored(&stored) {
-                                outcomes.push((outcome, stored));
-                            }
-                        }
-                        // A bus that recovers by itself (JetStream's ordered consumer)
-                        // reports the hiccup and goes on.
-                        Err(error) => tracing::warn!(%error, "the run's facts were interrupted"),
-                    }
-                }
-                {
-                    let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
-                    for (outcome, stored) in outcomes {
-                        let id = outcome.call_id().clone();
-                        // The first outcome of a call is its outcome.
-                        if state.arrived.contains_key(&id) || state.handed_out.contains(&id) {
-                            continue;
-                        }
-                        let mut waiters = state.waiters.remove(&id).unwrap_or_default();
-                        match waiters.pop() {
-                            Some(last) => {
-                                for waiter in waiters {
-                                    ready.push((waiter, outcome.clone()));
-                                }
-                                ready.push((last, outcome));
-                                state.handed_out.insert(id);
-                            }
-                            None => {
-                                state.arrived.insert(id, stored);
-                            }
-                        }
-                    }
-                }
-                for (waiter, outcome) in ready.drain(..) {
-                    let _ = waiter.send(outcome);
-                }
-            }
-            let mut state = task_state.lock().unwrap_or_else(|p| p.into_inner());
-            state.ended = true;
-            state.waiters.clear();
-        });
-        Ok(Arc::new(Watcher { state, task }))
+        Ok(Watcher::start(stream))
     }
 
     /// Every fact of the run, from its start, then new ones as they happen. Messages

@@ -117,6 +117,7 @@ mod output;
 mod registry;
 mod schema;
 mod tool;
+mod watcher;
 
 #[doc(hidden)]
 #[path = "private.rs"]
