@@ -44,7 +44,10 @@ pub(super) enum Kind {
 async fn handle(kind: Kind, core: &Core, message: Message) {
     match kind {
         Kind::Request => request::handle_request(core, message).await,
-        Kind::Signal => approval::handle_signal(core, message).await,
+        // Boxed: a decision is rare, and its handling is larger than a request's, so
+        // unboxed it would set the size of every request's future (which the lane moves
+        // into place for each message).
+        Kind::Signal => Box::pin(approval::handle_signal(core, message)).await,
     }
 }
 
