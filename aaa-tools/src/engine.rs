@@ -14,6 +14,7 @@ use crate::event::{
     ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
+use crate::tool_names::ToolNames;
 use crate::watcher::{Claim, Watcher};
 
 /// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
@@ -76,6 +77,8 @@ pub(crate) struct EngineInner {
     /// The engine's tool executor while one is attached. Typed as `Any` so the engine
     /// does not depend on the handler that defines it (the handler downcasts).
     pub(crate) executor: Mutex<Weak<dyn std::any::Any + Send + Sync>>,
+    /// One copy of each tool name this engine's callers asked for.
+    names: ToolNames,
 }
 
 impl std::fmt::Debug for Engine {
@@ -114,6 +117,7 @@ impl Engine {
                 store,
                 source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
                 executor: Mutex::new(Weak::<()>::new()),
+                names: ToolNames::default(),
             }),
         }
     }
@@ -373,7 +377,12 @@ impl RunHandle {
 
     /// Requests a call of `name`; returns its (fresh) call id without waiting.
     pub async fn request(&self, name: &str, arguments: Value) -> Result<CallId, EngineError> {
-        self.request_call(ToolCall::new(name, arguments)).await
+        self.request_call(self.tool_call(name, arguments)).await
+    }
+
+    /// A call of `name`, the name shared with the engine's other calls of it.
+    fn tool_call(&self, name: &str, arguments: Value) -> ToolCall {
+        ToolCall::new(self.inner.engine.inner.names.get(name), arguments)
     }
 
     /// Requests a call; returns its call id without waiting.
@@ -419,7 +428,7 @@ impl RunHandle {
 
     /// Requests a call and waits for its outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Outcome, EngineError> {
-        let call_id = self.request_call(ToolCall::new(name, arguments)).await?;
+        let call_id = self.request_call(self.tool_call(name, arguments)).await?;
         self.outcome(&call_id).await
     }
 

@@ -117,6 +117,7 @@ mod output;
 mod registry;
 mod schema;
 mod tool;
+mod tool_names;
 mod watcher;
 
 #[doc(hidden)]
