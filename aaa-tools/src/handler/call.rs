@@ -130,25 +130,55 @@ impl Outcome {
 /// Publishes `event` with `retry`, de-duplicated by its id. The event travels
 /// unwritten ([`Draft::into_payload`]): the embedded bus hands it to the run's watcher
 /// as it is, a server-backed bus writes it once (a retry sends the same bytes).
-pub(super) async fn publish<T: serde::Serialize + Send + Sync + 'static>(
-    core: &Core,
-    retry: &RetryPolicy,
+pub(super) fn publish<'a, T: serde::Serialize + Send + Sync + 'static>(
+    core: &'a Core,
+    retry: &'a RetryPolicy,
     event: Draft<T>,
-) -> bool {
-    let (subject, id, kind) = (event.bus_subject(), event.id.text(), event.kind());
-    let payload = event.into_payload();
-    match retry
-        .run(|| {
-            core.engine
-                .bus()
-                .publish(&subject, payload.clone(), Some(&id))
-        })
-        .await
-    {
-        Ok(()) => true,
-        Err(error) => {
-            tracing::error!(%error, %kind, "could not publish a fact");
-            false
+) -> impl Future<Output = bool> + Send + use<'a, T> {
+    Prepared::of(event).publish(core, retry)
+}
+
+/// A fact ready to publish: what the bus needs of it, apart from the event it was
+/// drafted as. A publishing future holds this across its awaits instead of the draft
+/// (the handler's futures nest several publishes, and every byte of each is moved
+/// with the call).
+struct Prepared {
+    subject: crate::event::ShortText,
+    id: crate::event::ShortText,
+    kind: Cow<'static, str>,
+    payload: crate::bus::Payload,
+}
+
+impl Prepared {
+    fn of<T: serde::Serialize + Send + Sync + 'static>(event: Draft<T>) -> Prepared {
+        Prepared {
+            subject: event.bus_subject(),
+            id: event.id.text(),
+            kind: event.kind(),
+            payload: event.into_payload(),
+        }
+    }
+
+    /// Publishes the fact with `retry`, de-duplicated by its id.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an `async fn` would hold `self` twice: as its argument and as a local"
+    )]
+    fn publish<'a>(
+        self,
+        core: &'a Core,
+        retry: &'a RetryPolicy,
+    ) -> impl Future<Output = bool> + Send + use<'a> {
+        async move {
+            let bus = core.engine.bus();
+            let published = retry
+                .run(|| bus.publish(&self.subject, self.payload.clone(), Some(&self.id)))
+                .await;
+            if let Err(error) = &published {
+                let kind = &self.kind;
+                tracing::error!(%error, %kind, "could not publish a fact");
+            }
+            published.is_ok()
         }
     }
 }
@@ -160,30 +190,33 @@ pub(super) fn outcome_id(call: &Call) -> crate::event::ShortText {
 }
 
 /// Publishes an outcome fact of type `kind` with `data`, under the call's outcome id.
-pub(super) async fn publish_outcome_parts<T: serde::Serialize + Send + Sync + 'static>(
-    core: &Core,
-    retry: &RetryPolicy,
+pub(super) fn publish_outcome_parts<'a, K, T>(
+    core: &'a Core,
+    retry: &'a RetryPolicy,
     call: &Call,
-    kind: impl Into<Cow<'static, str>>,
+    kind: K,
     data: T,
-) -> bool {
-    publish(core, retry, call.outcome_draft(core, kind, data)).await
+) -> impl Future<Output = bool> + Send + use<'a, K, T>
+where
+    K: Into<Cow<'static, str>>,
+    T: serde::Serialize + Send + Sync + 'static,
+{
+    publish(core, retry, call.outcome_draft(core, kind, data))
 }
 
 /// Publishes the outcome of `call` with its typed data (what a watcher in this process
 /// reads without parsing).
-pub(super) async fn publish_outcome(
-    core: &Core,
-    retry: &RetryPolicy,
+pub(super) fn publish_outcome<'a>(
+    core: &'a Core,
+    retry: &'a RetryPolicy,
     call: &Call,
     outcome: Outcome,
-) -> bool {
-    match outcome {
-        Outcome::Completed(data) => {
-            publish_outcome_parts(core, retry, call, TOOL_COMPLETED, data).await
-        }
-        Outcome::Failed(data) => publish_outcome_parts(core, retry, call, TOOL_FAILED, data).await,
-    }
+) -> impl Future<Output = bool> + Send + use<'a> {
+    let prepared = match outcome {
+        Outcome::Completed(data) => Prepared::of(call.outcome_draft(core, TOOL_COMPLETED, data)),
+        Outcome::Failed(data) => Prepared::of(call.outcome_draft(core, TOOL_FAILED, data)),
+    };
+    prepared.publish(core, retry)
 }
 
 /// Settles a message; returns whether the bus took the settlement.
@@ -234,14 +267,16 @@ pub(super) async fn emit_fact(
 }
 
 /// Publishes a guard fact (best effort: the guard's decisions do not wait on it).
-pub(super) async fn publish_fact(
-    core: &Core,
+pub(super) fn publish_fact<'a, D: serde::Serialize + Send + Sync + 'static>(
+    core: &'a Core,
     call: &Call,
     kind: &'static str,
-    data: impl serde::Serialize + Send + Sync + 'static,
-) {
-    let event = call.draft(core, DraftId::fresh(), kind, data);
-    publish(core, &RetryPolicy::default(), event).await;
+    data: D,
+) -> impl Future<Output = ()> + Send + use<'a, D> {
+    let prepared = Prepared::of(call.draft(core, DraftId::fresh(), kind, data));
+    async move {
+        prepared.publish(core, &RetryPolicy::default()).await;
+    }
 }
 
 #[cfg(test)]
