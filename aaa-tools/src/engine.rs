@@ -456,9 +456,9 @@ impl RunHandle {
     ///
     /// The handle keeps an outcome that arrives before anyone asks for it until
     /// somebody does, so a call requested through this handle never misses its
-    /// outcome. Once handed out, only the call's id is kept: asking again reads the
-    /// run's outcomes from the bus and finds the same outcome (the first one of the
-    /// call), while the bus still holds it. So does asking through another handle, or
+    /// outcome. Once handed out, the handle keeps only a 16-byte fingerprint of the
+    /// call's id: asking again reads the run's outcomes from the bus and finds the same
+    /// outcome (the first one of the call), while the bus still holds it. So does asking through another handle, or
     /// for a call requested elsewhere: on the embedded bus, within its
     /// [`Retention`](crate::bus::Retention).
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {

@@ -4,8 +4,9 @@
 //! watcher is a task reading the run's outcome facts from the bus; a caller that waits
 //! for an outcome leaves a waiter with it, and the task hands the outcome over when the
 //! fact arrives. An outcome that arrives before anyone asks is kept until somebody
-//! does. Once handed out, only the call's id is kept ([`CallSet`]): the first outcome
-//! of a call is its outcome, and a later one (a duplicate from a takeover) is skipped.
+//! does. Once handed out, only a fingerprint of the call's id is kept ([`CallSet`]):
+//! the first outcome of a call is its outcome, and a later one (a duplicate from a
+//! takeover) is skipped.
 //!
 //! The task handles whatever has arrived at once: one lock of the state for the lot,
 //! then the waiters woken back to back, so a caller on another thread wakes once for
@@ -47,8 +48,9 @@ struct WatchState {
     /// The first outcome fact of each call that arrived before anyone asked for it, as
     /// stored, until somebody does.
     arrived: HashMap<CallId, Stored, foldhash::fast::RandomState>,
-    /// The calls whose outcome has been handed out: only their ids are kept (a long
-    /// run does not keep every result it ever had), and asking again reads the bus.
+    /// The calls whose outcome has been handed out: only their ids' fingerprints are
+    /// kept (a long run does not keep every result it ever had, nor every id), and
+    /// asking again reads the bus.
     handed_out: CallSet,
     waiters: HashMap<CallId, Waiters, foldhash::fast::RandomState>,
     /// The facts stopped: nobody who waits now will be answered.
@@ -85,7 +87,7 @@ impl Watcher {
     pub(crate) fn claim(&self, call_id: &CallId) -> Claim {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(outcome) = state.arrived.remove(call_id).and_then(|stored| {
-            state.handed_out.insert(call_id.clone());
+            state.handed_out.insert(call_id);
             Outcome::from_stored(&stored)
         }) {
             return Claim::Ready(outcome);
@@ -163,7 +165,7 @@ impl WatchState {
             self.arrived.insert(id.clone(), stored);
             return;
         };
-        self.handed_out.insert(id.clone());
+        self.handed_out.insert(id);
         let last = waiters.pop();
         for waiter in waiters {
             ready.push((waiter, outcome.clone()));
