@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, EngineError, Outcome, RunHandle};
+use crate::engine::{Engine, EngineError, RunHandle};
+use crate::outcome::Outcome;
 
 use crate::error::ToolError;
 use crate::ids::{CallId, RunId, TenantId};

@@ -7,13 +7,13 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value};
 
-use crate::bus::{Bus, BusError, MemoryBus, Payload, Stored};
+use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, Parsed,
-    SharedStr, ShortText, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolCompleted, ToolFailed,
-    ToolRequested,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
+    ShortText, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
+use crate::outcome::Outcome;
 use crate::tool_names::ToolNames;
 use crate::watcher::{Claim, Watcher};
 
@@ -254,83 +254,6 @@ impl ToolCall {
     pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
         self.meta = meta;
         self
-    }
-}
-
-/// How a call ended: the fact the model reads.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// `aaa.tool.completed`.
-    Completed(ToolCompleted),
-    /// `aaa.tool.failed`.
-    Failed(ToolFailed),
-}
-
-impl Outcome {
-    /// The call.
-    pub fn call_id(&self) -> &CallId {
-        match self {
-            Outcome::Completed(c) => &c.call_id,
-            Outcome::Failed(f) => &f.call_id,
-        }
-    }
-
-    /// The tool's name.
-    pub fn name(&self) -> &str {
-        match self {
-            Outcome::Completed(c) => &c.name,
-            Outcome::Failed(f) => &f.name,
-        }
-    }
-
-    /// The result, when the call completed.
-    pub fn result(&self) -> Option<&Value> {
-        match self {
-            Outcome::Completed(c) => Some(&c.result),
-            Outcome::Failed(_) => None,
-        }
-    }
-
-    /// The failure, when the call failed.
-    pub fn failure(&self) -> Option<&ToolFailed> {
-        match self {
-            Outcome::Failed(f) => Some(f),
-            Outcome::Completed(_) => None,
-        }
-    }
-
-    /// Whether the call completed.
-    pub fn is_ok(&self) -> bool {
-        matches!(self, Outcome::Completed(_))
-    }
-
-    /// The text to put in the model's tool-result message: a string result as is,
-    /// another result as JSON, a failure as `error (<kind>): <message>`.
-    pub fn for_model(&self) -> String {
-        match self {
-            Outcome::Completed(c) => match &c.result {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            },
-            Outcome::Failed(f) => format!("error ({}): {}", f.kind, f.message),
-        }
-    }
-
-    /// The outcome a stored fact carries, if it is one (by its subject, then its type).
-    pub(crate) fn from_stored(stored: &Stored) -> Option<Outcome> {
-        let parsed = if stored.subject.ends_with(".tool.completed") {
-            Parsed::<ToolCompleted>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
-        } else if stored.subject.ends_with(".tool.failed") {
-            Parsed::<ToolFailed>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data)))
-        } else {
-            return None;
-        };
-        parsed.unwrap_or_else(|error| {
-            tracing::warn!(subject = %stored.subject, %error, "skipping a fact that is not a valid outcome");
-            None
-        })
     }
 }
 

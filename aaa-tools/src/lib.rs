@@ -113,6 +113,7 @@ mod ids;
 #[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
 pub mod nats;
 mod operator;
+mod outcome;
 mod output;
 mod registry;
 mod schema;
@@ -131,7 +132,7 @@ pub use aaa_tools_macros::tool;
 pub use aaa_guard::{GuardStore, MemoryStore};
 pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
 pub use context::{State, ToolContext, ToolContextBuilder};
-pub use engine::{Engine, EngineError, Outcome, RunHandle, ToolCall, new_call_id, new_run_id};
+pub use engine::{Engine, EngineError, RunHandle, ToolCall, new_call_id, new_run_id};
 pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
 pub use event::{ApprovalDecision, FailureKind, SharedStr};
 pub use handler::{
@@ -140,6 +141,7 @@ pub use handler::{
 };
 pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
 pub use operator::{Resolution, UnknownCall};
+pub use outcome::Outcome;
 pub use output::ToolOutput;
 pub use registry::{RegistryCallError, ToolRegistry, ToolRegistryBuilder};
 pub use schema::ParamSpec;

@@ -26,8 +26,8 @@ use tokio::sync::oneshot;
 
 use crate::bus::{BusError, Stored};
 use crate::call_set::CallSet;
-use crate::engine::Outcome;
 use crate::ids::CallId;
+use crate::outcome::Outcome;
 
 /// The most facts the task takes from the bus in one go.
 const BATCH: usize = 256;
