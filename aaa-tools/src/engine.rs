@@ -381,10 +381,12 @@ impl RunHandle {
     /// somebody does, so a call requested through this handle never misses its
     /// outcome. Once handed out, the handle keeps only a 16-byte fingerprint of the
     /// call's id: asking again reads the run's outcomes from the bus and finds the same
-    /// outcome (the first one of the call), while the bus still holds it. So does asking through another handle, or
-    /// for a call requested elsewhere: on the embedded bus, within its
-    /// [`Retention`](crate::bus::Retention).
+    /// outcome (the first one of the call), while the bus still holds it. So does
+    /// asking through another handle, or for a call requested elsewhere: on the
+    /// embedded bus, within its [`Retention`](crate::bus::Retention).
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
+        // In two steps: awaiting inside the match would keep the claim alive (and in
+        // every call's future) for the whole wait.
         let waiting = match self.watcher().await?.claim(call_id) {
             Claim::Ready(outcome) => return Ok(outcome),
             Claim::Waiting(receiver) => Some(receiver),

@@ -90,10 +90,10 @@
 //!   live replay has not read is never removed. A [`RunHandle`] follows its run's
 //!   outcomes from its first request, so its own calls' outcomes never depend on the
 //!   log still holding them; it keeps an outcome until it is asked for, and then only
-//!   a 16-byte fingerprint of the call's id. The [`MemoryStore`] keeps the records of the last 100 000 settled
-//!   calls (outcome published, request acknowledged; see
-//!   [`GuardStore::retire`]) and every record still in
-//!   play, so a repeated request for a recent call is answered, not run again. What a
+//!   a 16-byte fingerprint of the call's id. The [`MemoryStore`] keeps the records of
+//!   the last 100 000 settled calls (outcome published, request acknowledged; see
+//!   [`GuardStore::retire`]) and every record still in play, so a repeated request
+//!   for a recent call is answered, not run again. What a
 //!   long-running embedded engine keeps per call then comes down to the fingerprints
 //!   of the calls its open run handles have handed out.
 

@@ -127,21 +127,12 @@ impl Outcome {
     }
 }
 
-/// Publishes `event` with `retry`, de-duplicated by its id. The event travels
-/// unwritten ([`Draft::into_payload`]): the embedded bus hands it to the run's watcher
-/// as it is, a server-backed bus writes it once (a retry sends the same bytes).
-pub(super) fn publish<'a, T: serde::Serialize + Send + Sync + 'static>(
-    core: &'a Core,
-    retry: &'a RetryPolicy,
-    event: Draft<T>,
-) -> impl Future<Output = bool> + Send + use<'a, T> {
-    Prepared::of(event).publish(core, retry)
-}
-
 /// A fact ready to publish: what the bus needs of it, apart from the event it was
 /// drafted as. A publishing future holds this across its awaits instead of the draft
 /// (the handler's futures nest several publishes, and every byte of each is moved
-/// with the call).
+/// with the call). The event travels unwritten ([`Draft::into_payload`]): the embedded
+/// bus hands it to the run's watcher as it is, a server-backed bus writes it once (a
+/// retry sends the same bytes).
 struct Prepared {
     subject: crate::event::ShortText,
     id: crate::event::ShortText,
@@ -201,7 +192,7 @@ where
     K: Into<Cow<'static, str>>,
     T: serde::Serialize + Send + Sync + 'static,
 {
-    publish(core, retry, call.outcome_draft(core, kind, data))
+    Prepared::of(call.outcome_draft(core, kind, data)).publish(core, retry)
 }
 
 /// Publishes the outcome of `call` with its typed data (what a watcher in this process
