@@ -93,9 +93,9 @@
 //!   a 16-byte fingerprint of the call's id. The [`MemoryStore`] keeps the records of
 //!   the last 100 000 settled calls (outcome published, request acknowledged; see
 //!   [`GuardStore::retire`]) and every record still in play, so a repeated request
-//!   for a recent call is answered, not run again. What a
-//!   long-running embedded engine keeps per call then comes down to the fingerprints
-//!   of the calls its open run handles have handed out.
+//!   for a recent call is answered, not run again. What a long-running embedded
+//!   engine keeps per call then comes down to the fingerprints of the calls its open
+//!   run handles have handed out.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

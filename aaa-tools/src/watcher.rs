@@ -157,12 +157,14 @@ impl WatchState {
         ready: &mut Vec<(oneshot::Sender<Outcome>, Outcome)>,
     ) {
         let id = outcome.call_id();
-        // The first outcome of a call is its outcome.
-        if self.arrived.contains_key(id) || self.handed_out.contains(id) {
-            return;
-        }
+        // A call somebody waits for has had no outcome yet: `claim` leaves no waiter
+        // for a call whose outcome arrived or was handed out. So the usual case, an
+        // awaited outcome, needs no other look-up.
         let Some(mut waiters) = self.waiters.remove(id) else {
-            self.arrived.insert(id.clone(), stored);
+            // The first outcome of a call is its outcome.
+            if !self.arrived.contains_key(id) && !self.handed_out.contains(id) {
+                self.arrived.insert(id.clone(), stored);
+            }
             return;
         };
         self.handed_out.insert(id);
