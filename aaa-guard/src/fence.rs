@@ -51,10 +51,16 @@ pub trait FencedLog: Send + Sync {
         msg_id: &'a str,
     ) -> StoreFuture<'a, Appended>;
 
-    /// The payload of the fact appended under `msg_id` at one of `subjects`, looking at
-    /// everything in the log up to now.
+    /// The payload of the fact appended under `msg_id` at one of `subjects` on the
+    /// condition of the record `key`, looking at everything in the log up to now.
+    ///
+    /// Such a fact follows the record's first write in the log (an append needs the
+    /// record to exist), so an implementation may start looking there: a search then
+    /// costs the facts appended at `subjects` since the call began, not every fact they
+    /// ever held. A record that was never written has no such fact.
     fn find<'a>(
         &'a self,
+        key: &'a str,
         subjects: &'a [String],
         msg_id: &'a str,
     ) -> StoreFuture<'a, Option<Vec<u8>>>;

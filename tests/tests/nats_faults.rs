@@ -381,6 +381,47 @@ async fn a_poison_call_is_abandoned_after_max_attempts() {
     );
 }
 
+/// A delivery that finds the call leased by a worker that just died waits for the lease
+/// to lapse, and tells the server all the while that it still works on the message:
+/// the message is not handed out again at each ack deadline. Here the ack wait (0.9 s)
+/// is far shorter than the lease (6 s), and its heartbeat (0.3 s) longer than the
+/// waiting delivery's polls (0.2 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_waiting_for_a_lease_keeps_its_message() {
+    let _turn = TURN.lock().await;
+    let Some(cluster) = Cluster::start().await else {
+        return;
+    };
+    let settings = WorkerSettings {
+        lease_ttl_s: 6.0,
+        ack_wait_s: Some(0.9),
+        ..WorkerSettings::default()
+    };
+    let (mut workers, run, call, first) = cluster
+        .first_attempt(&settings, "work", json!({"ms": 1000, "tag": "wait"}))
+        .await;
+    let victim = workers.remove(pick(&workers, &first.worker));
+    victim.kill().await;
+
+    let outcome = run.outcome(&call).await.unwrap();
+    let result = outcome.result().expect("the call completed").clone();
+    assert_eq!(result["attempt"], json!(2), "{result}");
+    assert_eq!(result["worker"], json!(workers[0].id()));
+    assert_eq!(cluster.settled(Duration::from_secs(10)).await, (0, 0));
+    // One delivery to the worker that died, one to the survivor, which waited about
+    // three seconds for the lease without the server taking the message back.
+    let info = cluster
+        .bus
+        .jetstream()
+        .get_stream(NatsOptions::new(cluster.server.url()).stream_name())
+        .await
+        .unwrap()
+        .consumer_info(REQUESTS)
+        .await
+        .unwrap();
+    assert_eq!(info.delivered.consumer_sequence, 2, "{info:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_at_most_once_call_whose_worker_dies_is_outcome_unknown() {
     let _turn = TURN.lock().await;

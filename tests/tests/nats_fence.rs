@@ -97,9 +97,18 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
         return;
     };
     assert!(fences(&server), "{} cannot fence", server.version());
+    let subjects = ["aaa.t.r.tool.completed".to_owned()];
+    // An earlier call of the same run, with its outcome in the log before the next
+    // call's record is first written.
+    let earlier = "guard.t.r.c0";
+    let rev0 = store.create(earlier, b"running".to_vec()).await.unwrap();
+    let appended = fence
+        .append_if_current(earlier, rev0, &subjects[0], b"zero".to_vec(), "out-0")
+        .await
+        .unwrap();
+    assert_eq!(appended, Appended::Stored);
     let key = "guard.t.r.c1";
     let rev = store.create(key, b"running".to_vec()).await.unwrap();
-    let subjects = ["aaa.t.r.tool.completed".to_owned()];
 
     let appended = fence
         .append_if_current(key, rev, &subjects[0], b"first".to_vec(), "out-1")
@@ -136,13 +145,38 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
 
     // What was appended is found by its id, and only it.
     assert_eq!(
-        fence.find(&subjects, "out-1").await.unwrap().as_deref(),
+        fence
+            .find(key, &subjects, "out-1")
+            .await
+            .unwrap()
+            .as_deref(),
         Some(&b"first"[..])
     );
-    assert_eq!(fence.find(&subjects, "out-2").await.unwrap(), None);
+    assert_eq!(fence.find(key, &subjects, "out-2").await.unwrap(), None);
     let elsewhere = ["aaa.t.r.tool.failed".to_owned()];
-    assert_eq!(fence.find(&elsewhere, "out-1").await.unwrap(), None);
+    assert_eq!(fence.find(key, &elsewhere, "out-1").await.unwrap(), None);
+    // A search starts at its record's first write: the earlier call's outcome is found
+    // through its own record, not through a record written after it, and a record
+    // never written has nothing to find.
+    assert_eq!(
+        fence
+            .find(earlier, &subjects, "out-0")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(&b"zero"[..])
+    );
+    assert_eq!(fence.find(key, &subjects, "out-0").await.unwrap(), None);
+    assert_eq!(
+        fence
+            .find("guard.t.r.never", &subjects, "out-1")
+            .await
+            .unwrap(),
+        None
+    );
     let mut replay = bus.replay("aaa.t.r.>").await.unwrap();
+    let stored = replay.next().await.unwrap().unwrap();
+    assert_eq!(stored.payload.as_ref(), b"zero");
     let stored = replay.next().await.unwrap().unwrap();
     assert_eq!(stored.payload.as_ref(), b"first");
 }
@@ -206,6 +240,7 @@ impl FencedLog for HidesFirstFinds {
     }
     fn find<'a>(
         &'a self,
+        key: &'a str,
         subjects: &'a [String],
         msg_id: &'a str,
     ) -> StoreFuture<'a, Option<Vec<u8>>> {
@@ -217,7 +252,10 @@ impl FencedLog for HidesFirstFinds {
         if hidden {
             return Box::pin(async { Ok(None) });
         }
-        self.inner.fence().expect("a fence").find(subjects, msg_id)
+        self.inner
+            .fence()
+            .expect("a fence")
+            .find(key, subjects, msg_id)
     }
 }
 

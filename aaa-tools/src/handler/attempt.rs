@@ -75,10 +75,16 @@ async fn beat(core: &Core, message: &Message, lease: Option<&Lease<'_>>) -> Opti
             return Some(lease.policy());
         }
     }
+    still_working(message).await;
+    None
+}
+
+/// Tells the bus that `message` is still being worked on, so that it is not handed out
+/// again at its ack deadline.
+pub(super) async fn still_working(message: &Message) {
     if let Err(error) = message.in_progress().await {
         tracing::warn!(%error, seq = message.seq, "could not report progress");
     }
-    None
 }
 
 /// How running a tool ended.

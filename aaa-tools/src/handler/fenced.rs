@@ -105,6 +105,7 @@ fn gave_up(key: &str, error: &dyn std::fmt::Display) -> Disposition {
 pub(super) async fn logged_outcome(
     fence: &dyn FencedLog,
     call: &Call,
+    key: &str,
 ) -> Result<Option<RecordedOutcome>, StoreError> {
     #[derive(serde::Deserialize)]
     struct Logged {
@@ -116,7 +117,7 @@ pub(super) async fn logged_outcome(
         subject(&call.tenant, &call.run, TOOL_COMPLETED),
         subject(&call.tenant, &call.run, TOOL_FAILED),
     ];
-    let Some(payload) = fence.find(&subjects, &call::outcome_id(call)).await? else {
+    let Some(payload) = fence.find(key, &subjects, &call::outcome_id(call)).await? else {
         return Ok(None);
     };
     let logged: Logged = serde_json::from_slice(&payload).map_err(|error| {
@@ -141,7 +142,7 @@ pub(super) async fn settled_before(
     revision: Revision,
 ) -> Option<Disposition> {
     let fence = store.fence()?;
-    match logged_outcome(fence, call).await {
+    match logged_outcome(fence, call, key).await {
         Ok(None) => None,
         Ok(Some(outcome)) => {
             // Losing this write changes nothing: the outcome is in the log, and a later

@@ -169,6 +169,10 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     // A first delivery is usually a new call: try to start it before reading (a create
     // that finds the record falls back to reading it).
     let mut assume_new = carrier.delivery_count == 1;
+    // Whether this delivery looked in the log for an outcome while waiting, and when it
+    // last told the bus it still works on the message (see `OnDelivery::Wait`).
+    let mut looked = false;
+    let mut reported = tokio::time::Instant::now();
     loop {
         let found = if std::mem::take(&mut assume_new) {
             Ok(None)
@@ -219,9 +223,16 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
             }
             OnDelivery::Wait => {
                 // Under a fence a finished call's record still shows its last attempt
-                // running: its outcome may already be in the log.
-                if let Some(fence) = store.fence() {
-                    match Box::pin(fenced::logged_outcome(fence, call)).await {
+                // running: its outcome may already be in the log. One look per delivery:
+                // an outcome the holder commits later is found when its lease lapses
+                // and this delivery takes the call over. Looking at every poll would
+                // make each waiting delivery read the log several times a second, which
+                // is what a worker's death sets off for every call it held.
+                if let Some(fence) = store
+                    .fence()
+                    .filter(|_| !std::mem::replace(&mut looked, true))
+                {
+                    match Box::pin(fenced::logged_outcome(fence, call, key)).await {
                         Ok(Some(_)) => return Claimed::Settled(Disposition::Ack),
                         Ok(None) => {}
                         Err(error) => {
@@ -239,6 +250,13 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     tokio::time::sleep(poll),
                 ))
                 .await;
+                // Each poll's heartbeat timer starts afresh, so polls shorter than a
+                // heartbeat never tick: report progress across them, or the bus hands
+                // the message out again while this delivery still waits for it.
+                if reported.elapsed() >= core.heartbeat() {
+                    attempt::still_working(carrier).await;
+                    reported = tokio::time::Instant::now();
+                }
             }
             OnDelivery::TakeOver { next } => {
                 let Some((old, revision)) = current else {

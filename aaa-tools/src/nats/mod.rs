@@ -63,17 +63,21 @@
 //! # Outcomes committed in one write (nats-server 2.11 and later)
 //!
 //! A call's outcome fact is published with `Nats-Expected-Last-Subject-Sequence` and
-//! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record: the server stores it
-//! only if the attempt still holds the call, so the fact *is* the commit (one write
+//! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record: the server stores
+//! it only if the attempt still holds the call, so the fact *is* the commit (one write
 //! where the KV store needed a compare-and-set and then a publish; see
 //! [`FencedLog`](aaa_guard::FencedLog) and [`NatsStore`]'s `fence`). The record keeps
 //! showing the attempt running; whoever fences that attempt out later (a takeover, an
 //! abandon, `outcome_unknown`) looks for its outcome right after its own
-//! compare-and-set, and a delivery that would wait for a live holder looks first, so a
-//! finished call never runs again. A stale attempt's outcome is refused by the server
-//! and audited as `aaa.tool.stale_result`; one refused as a duplicate of the call's
-//! outcome id is checked against the record and audited alike when the attempt lost
-//! the call. Tools with `fence_results = false` commit on the record first, as before.
+//! compare-and-set, and a delivery that would wait for a live holder looks once before
+//! it waits, so a finished call never runs again. A look reads the run's outcomes from
+//! the call's first record write on, not from the run's start: its cost grows with the
+//! calls that finished while this one was open, not with the size of the run. (It
+//! assumes, as the records do, that a call settles within the stream's `max_age`.) A
+//! stale attempt's outcome is refused by the server and audited as
+//! `aaa.tool.stale_result`; one refused as a duplicate of the call's outcome id is
+//! checked against the record and audited alike when the attempt lost the call. Tools
+//! with `fence_results = false` commit on the record first, as before.
 //!
 //! Servers before 2.11 ignore the second header, so the store offers no fence there
 //! and every outcome is committed on the record first, then published. **A cluster

@@ -196,6 +196,22 @@ impl StreamRecords {
         }
     }
 
+    /// The stream sequence of the oldest write of the record `key` still kept, if any.
+    async fn first_write(&self, key: &str) -> Result<Option<u64>, StoreError> {
+        if !on_stream(key) {
+            return Ok(None);
+        }
+        match self
+            .stream
+            .get_first_raw_message_by_subject(Self::subject(key), 1)
+            .await
+        {
+            Ok(message) => Ok(Some(message.sequence)),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
     pub(super) async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.stream
             .purge()
@@ -246,19 +262,29 @@ impl FencedLog for StreamRecords {
 
     fn find<'a>(
         &'a self,
+        key: &'a str,
         subjects: &'a [String],
         msg_id: &'a str,
     ) -> StoreFuture<'a, Option<Vec<u8>>> {
         Box::pin(async move {
+            aaa_guard::check_key(key)?;
             for subject in subjects {
                 super::check_subject(subject, false).map_err(|why| {
                     StoreError::Unavailable(format!("cannot read {subject:?}: {why}"))
                 })?;
             }
+            // The search starts at the record's oldest write still kept: every fenced
+            // append follows it. A run's outcome subjects hold every call of the run, so
+            // reading them from the start would cost each search the whole run.
+            let Some(since) = self.first_write(key).await? else {
+                return Ok(None);
+            };
             let consumer = self
                 .stream
                 .create_consumer(pull::OrderedConfig {
-                    deliver_policy: DeliverPolicy::All,
+                    deliver_policy: DeliverPolicy::ByStartSequence {
+                        start_sequence: since,
+                    },
                     filter_subjects: subjects.to_vec(),
                     ..Default::default()
                 })
