@@ -64,6 +64,40 @@ impl Cluster {
         (workers, run, call, first)
     }
 
+    /// Two workers with `settings`, a call of `work` with `arguments` whose first
+    /// attempt started, and its worker SIGKILLed: the survivor, the run and the call's
+    /// result, which the survivor completed at attempt 2.
+    async fn holder_killed(
+        &self,
+        settings: &WorkerSettings,
+        arguments: Value,
+    ) -> (WorkerProcess, RunHandle, Value) {
+        let (mut workers, run, call, first) = self.first_attempt(settings, "work", arguments).await;
+        let victim = workers.remove(pick(&workers, &first.worker));
+        victim.kill().await;
+        let survivor = workers.remove(0);
+        let outcome = run.outcome(&call).await.unwrap();
+        let result = outcome.result().expect("the call completed").clone();
+        assert_eq!(result["attempt"], json!(2), "{result}");
+        assert_eq!(result["worker"], json!(survivor.id()));
+        (survivor, run, result)
+    }
+
+    /// How many times the server delivered a request, redeliveries included.
+    async fn deliveries(&self) -> u64 {
+        let stream = NatsOptions::new(self.server.url());
+        let info = self
+            .bus
+            .jetstream()
+            .get_stream(stream.stream_name())
+            .await
+            .expect("the stream")
+            .consumer_info(REQUESTS)
+            .await
+            .expect("consumer info");
+        info.delivered.consumer_sequence
+    }
+
     async fn ack_pending(&self) -> u64 {
         self.bus
             .consumer_pending(REQUESTS)
@@ -160,20 +194,12 @@ async fn sigkill_mid_call_completes_on_another_worker_with_attempt_2() {
     let Some(cluster) = Cluster::start().await else {
         return;
     };
-    let (mut workers, run, call, first) = cluster
-        .first_attempt(
+    let (_survivor, run, result) = cluster
+        .holder_killed(
             &WorkerSettings::default(),
-            "work",
             json!({"ms": 1500, "tag": "kill"}),
         )
         .await;
-    let victim = workers.remove(pick(&workers, &first.worker));
-    victim.kill().await;
-
-    let outcome = run.outcome(&call).await.unwrap();
-    let result = outcome.result().expect("the call completed").clone();
-    assert_eq!(result["attempt"], json!(2), "{result}");
-    assert_eq!(result["worker"], json!(workers[0].id()));
     let lines = cluster.ledger.lines();
     let starts: Vec<_> = lines.iter().filter(|l| l.event == "start").collect();
     let dones: Vec<_> = lines.iter().filter(|l| l.event == "done").collect();
@@ -397,29 +423,13 @@ async fn a_delivery_waiting_for_a_lease_keeps_its_message() {
         ack_wait_s: Some(0.9),
         ..WorkerSettings::default()
     };
-    let (mut workers, run, call, first) = cluster
-        .first_attempt(&settings, "work", json!({"ms": 1000, "tag": "wait"}))
+    let _survivor = cluster
+        .holder_killed(&settings, json!({"ms": 1000, "tag": "wait"}))
         .await;
-    let victim = workers.remove(pick(&workers, &first.worker));
-    victim.kill().await;
-
-    let outcome = run.outcome(&call).await.unwrap();
-    let result = outcome.result().expect("the call completed").clone();
-    assert_eq!(result["attempt"], json!(2), "{result}");
-    assert_eq!(result["worker"], json!(workers[0].id()));
     assert_eq!(cluster.settled(Duration::from_secs(10)).await, (0, 0));
     // One delivery to the worker that died, one to the survivor, which waited about
     // three seconds for the lease without the server taking the message back.
-    let info = cluster
-        .bus
-        .jetstream()
-        .get_stream(NatsOptions::new(cluster.server.url()).stream_name())
-        .await
-        .unwrap()
-        .consumer_info(REQUESTS)
-        .await
-        .unwrap();
-    assert_eq!(info.delivered.consumer_sequence, 2, "{info:?}");
+    assert_eq!(cluster.deliveries().await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,36 +144,25 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
     }
 
     // What was appended is found by its id, and only it.
-    assert_eq!(
-        fence
-            .find(key, &subjects, "out-1")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some(&b"first"[..])
-    );
-    assert_eq!(fence.find(key, &subjects, "out-2").await.unwrap(), None);
+    let found = async |key: &str, subjects: &[String], id: &str| {
+        fence.find(key, subjects, id).await.unwrap()
+    };
     let elsewhere = ["aaa.t.r.tool.failed".to_owned()];
-    assert_eq!(fence.find(key, &elsewhere, "out-1").await.unwrap(), None);
+    assert_eq!(
+        found(key, &subjects, "out-1").await,
+        Some(b"first".to_vec())
+    );
+    assert_eq!(found(key, &subjects, "out-2").await, None);
+    assert_eq!(found(key, &elsewhere, "out-1").await, None);
     // A search starts at its record's first write: the earlier call's outcome is found
     // through its own record, not through a record written after it, and a record
     // never written has nothing to find.
     assert_eq!(
-        fence
-            .find(earlier, &subjects, "out-0")
-            .await
-            .unwrap()
-            .as_deref(),
-        Some(&b"zero"[..])
+        found(earlier, &subjects, "out-0").await,
+        Some(b"zero".to_vec())
     );
-    assert_eq!(fence.find(key, &subjects, "out-0").await.unwrap(), None);
-    assert_eq!(
-        fence
-            .find("guard.t.r.never", &subjects, "out-1")
-            .await
-            .unwrap(),
-        None
-    );
+    assert_eq!(found(key, &subjects, "out-0").await, None);
+    assert_eq!(found("guard.t.r.never", &subjects, "out-1").await, None);
     let mut replay = bus.replay("aaa.t.r.>").await.unwrap();
     let stored = replay.next().await.unwrap().unwrap();
     assert_eq!(stored.payload.as_ref(), b"zero");

@@ -79,9 +79,33 @@ async fn beat(core: &Core, message: &Message, lease: Option<&Lease<'_>>) -> Opti
     None
 }
 
+/// Sleeps one `poll` of a delivery that waits for a live holder, telling the bus every
+/// heartbeat that `message` is still being worked on. `reported` is when it last did:
+/// the heartbeat counts across polls, which are often shorter than one (a timer started
+/// afresh each poll would never tick, and the bus would hand the message out again at
+/// its ack deadline while this delivery still waits).
+pub(super) async fn wait_a_poll(
+    core: &Core,
+    message: &Message,
+    poll: std::time::Duration,
+    reported: &mut tokio::time::Instant,
+) {
+    let until = tokio::time::Instant::now() + poll;
+    loop {
+        let beat = *reported + core.heartbeat();
+        if beat >= until {
+            tokio::time::sleep_until(until).await;
+            return;
+        }
+        tokio::time::sleep_until(beat).await;
+        still_working(message).await;
+        *reported = tokio::time::Instant::now();
+    }
+}
+
 /// Tells the bus that `message` is still being worked on, so that it is not handed out
 /// again at its ack deadline.
-pub(super) async fn still_working(message: &Message) {
+async fn still_working(message: &Message) {
     if let Err(error) = message.in_progress().await {
         tracing::warn!(%error, seq = message.seq, "could not report progress");
     }

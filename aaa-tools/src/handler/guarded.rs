@@ -170,7 +170,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
     // that finds the record falls back to reading it).
     let mut assume_new = carrier.delivery_count == 1;
     // Whether this delivery looked in the log for an outcome while waiting, and when it
-    // last told the bus it still works on the message (see `OnDelivery::Wait`).
+    // last told the bus it still works on the message (see `attempt::wait_a_poll`).
     let mut looked = false;
     let mut reported = tokio::time::Instant::now();
     loop {
@@ -240,23 +240,14 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                         }
                     }
                 }
-                let poll = config.wait_poll();
                 // Boxed, as the rare branches below: they would enlarge every call.
-                Box::pin(attempt::with_progress(
+                Box::pin(attempt::wait_a_poll(
                     core,
                     carrier,
-                    None,
-                    None,
-                    tokio::time::sleep(poll),
+                    config.wait_poll(),
+                    &mut reported,
                 ))
                 .await;
-                // Each poll's heartbeat timer starts afresh, so polls shorter than a
-                // heartbeat never tick: report progress across them, or the bus hands
-                // the message out again while this delivery still waits for it.
-                if reported.elapsed() >= core.heartbeat() {
-                    attempt::still_working(carrier).await;
-                    reported = tokio::time::Instant::now();
-                }
             }
             OnDelivery::TakeOver { next } => {
                 let Some((old, revision)) = current else {
