@@ -98,34 +98,35 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
     };
     assert!(fences(&server), "{} cannot fence", server.version());
     let subjects = ["aaa.t.r.tool.completed".to_owned()];
+    // Appends `payload` as `id` on the condition that `key` is still at `rev`.
+    let append = async |key: &str, rev, payload: &[u8], id: &str| {
+        fence
+            .append_if_current(key, rev, &subjects[0], payload.to_vec(), id)
+            .await
+    };
     // An earlier call of the same run, with its outcome in the log before the next
     // call's record is first written.
     let earlier = "guard.t.r.c0";
     let rev0 = store.create(earlier, b"running".to_vec()).await.unwrap();
-    let appended = fence
-        .append_if_current(earlier, rev0, &subjects[0], b"zero".to_vec(), "out-0")
-        .await
-        .unwrap();
-    assert_eq!(appended, Appended::Stored);
+    assert_eq!(
+        append(earlier, rev0, b"zero", "out-0").await.unwrap(),
+        Appended::Stored
+    );
     let key = "guard.t.r.c1";
     let rev = store.create(key, b"running".to_vec()).await.unwrap();
 
-    let appended = fence
-        .append_if_current(key, rev, &subjects[0], b"first".to_vec(), "out-1")
-        .await
-        .unwrap();
-    assert_eq!(appended, Appended::Stored);
+    assert_eq!(
+        append(key, rev, b"first", "out-1").await.unwrap(),
+        Appended::Stored
+    );
     // The same id again is a duplicate, whatever the record says.
-    let again = fence
-        .append_if_current(key, rev, &subjects[0], b"again".to_vec(), "out-1")
-        .await
-        .unwrap();
-    assert_eq!(again, Appended::Duplicate);
+    assert_eq!(
+        append(key, rev, b"again", "out-1").await.unwrap(),
+        Appended::Duplicate
+    );
     // A record that moved on refuses the old revision's append.
     store.update(key, b"taken".to_vec(), rev).await.unwrap();
-    let stale = fence
-        .append_if_current(key, rev, &subjects[0], b"stale".to_vec(), "out-2")
-        .await;
+    let stale = append(key, rev, b"stale", "out-2").await;
     assert!(
         matches!(stale, Err(StoreError::Conflict { .. })),
         "{stale:?}"

@@ -228,10 +228,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 // and this delivery takes the call over. Looking at every poll would
                 // make each waiting delivery read the log several times a second, which
                 // is what a worker's death sets off for every call it held.
-                if let Some(fence) = store
-                    .fence()
-                    .filter(|_| !std::mem::replace(&mut looked, true))
-                {
+                if !looked && let Some(fence) = store.fence() {
+                    looked = true;
                     match Box::pin(fenced::logged_outcome(fence, call, key)).await {
                         Ok(Some(_)) => return Claimed::Settled(Disposition::Ack),
                         Ok(None) => {}
