@@ -35,15 +35,22 @@
 //! A young engine is faster than one that has run for a while: until its log and its
 //! store reach their retention limits (100 000 messages, 100 000 settled calls), a
 //! call frees nothing, whereas a long-running engine's every call frees state written
-//! tens of thousands of calls before, in memory no cache holds any more. On a
-//! two-core virtual machine the guarded engine's throughput drops by a fifth to a
-//! third as it ages; rmcp's paths keep no state per call and do not age.
+//! tens of thousands of calls before, in memory no cache holds any more. And reaching
+//! the limits is not yet the steady state: on some two-core virtual machines the
+//! guarded engine kept slowing down for several hundred thousand calls after that
+//! (from about 85k to about 60k calls/s over its first 400 000 calls), as the memory
+//! it frees and reuses spreads out; on others it hardly slows at all. rmcp's paths
+//! keep no state per call and do not age.
 //!
 //! A deployment's engine is a long-running one, so that is what this bench measures.
-//! Before its first measurement each engine makes [`AGE_CALLS`] calls ([`Subject::age`]),
-//! which brings its log and its store to their limits. The summary builds, ages and
-//! closes a subject for each of its rounds, so one path never runs beside another's
-//! state: rmcp's calls do not pay for an aged engine's heap.
+//! Before its first measurement each engine makes [`AGE_CALLS`] calls, in
+//! [`AGE_STAGES`] stages ([`Subject::age`]), which takes its log and its store to
+//! their limits and well past them. The summary prints each stage's throughput, so a
+//! reader sees whether the engine had stopped slowing down before it was measured.
+//! The summary builds, ages and closes a subject for each of its rounds, measures it
+//! in every mode within that round, and closes it before the next path's turn, so one
+//! path never runs beside another's state: rmcp's calls do not pay for an aged
+//! engine's heap.
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::Arc;
@@ -72,12 +79,14 @@ const DUPLEX_BUFFER: usize = 64 * 1024;
 /// How long the summary measures each path and mode, split into rounds.
 const SUMMARY_ROUNDS: u32 = 9;
 const SUMMARY_ROUND: Duration = Duration::from_millis(150);
-/// How long a fresh (and, if an engine, aged) subject runs before a summary round
-/// measures it.
+/// How long the summary runs each mode of an (aged) subject before measuring it.
 const WARM_UP: Duration = Duration::from_millis(100);
-/// The calls an engine makes before it is measured: as many as its store keeps
-/// settled calls, by which point its log (three messages a call) is at its limit too.
-const AGE_CALLS: i64 = 100_000;
+/// The calls an engine makes before it is measured: four times as many as its store
+/// keeps settled calls (its log, three messages a call, is at its limit by the first
+/// quarter), so everything it keeps has been freed and written again several times.
+const AGE_CALLS: i64 = 400_000;
+/// The stages of [`AGE_CALLS`] whose throughput [`Subject::age`] reports.
+const AGE_STAGES: usize = 4;
 
 /// Add two integers.
 #[aaa_tools::tool]
@@ -352,18 +361,30 @@ impl Subject {
         }
     }
 
-    /// Brings an engine to the steady state of a long-running one: [`AGE_CALLS`] calls
-    /// at least, and its log at its retention limit. The other paths keep no state per
-    /// call, so there is nothing to age.
-    async fn age(&self) {
+    /// Brings an engine to the steady state of a long-running one: [`AGE_CALLS`] calls,
+    /// and its log at its retention limit. Returns the throughput of each of the
+    /// [`AGE_STAGES`] stages (calls per second), empty for the other paths, which keep
+    /// no state per call, so there is nothing to age.
+    async fn age(&self) -> Vec<f64> {
         let Subject::Engine { bus, .. } = self else {
-            return;
+            return Vec::new();
         };
+        let stage = AGE_CALLS / AGE_STAGES as i64;
+        let mut rates = Vec::with_capacity(AGE_STAGES);
         let mut first = 0;
-        while first < AGE_CALLS || bus.len() < bus.retention().max_messages() {
+        for end in (1..=AGE_STAGES as i64).map(|n| n * stage) {
+            let (start, from) = (Instant::now(), first);
+            while first < end {
+                black_box(self.batch(first).await);
+                first += IN_FLIGHT as i64;
+            }
+            rates.push((first - from) as f64 / start.elapsed().as_secs_f64());
+        }
+        while bus.len() < bus.retention().max_messages() {
             black_box(self.batch(first).await);
             first += IN_FLIGHT as i64;
         }
+        rates
     }
 
     /// Calls `add(i, 1)` and returns the sum.
@@ -510,7 +531,7 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, age: bool) {
             let aged = Cell::new(!age);
             group.bench_function(kind.name(), |b| {
                 if !aged.replace(true) {
-                    rt.block_on(subject.age());
+                    age_as_task(rt, &subject);
                 }
                 b.iter_custom(|rounds| {
                     let first = next.get();
@@ -530,6 +551,14 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, age: bool) {
         }
         group.finish();
     }
+}
+
+/// Ages `subject` ([`Subject::age`]), the caller a task on the runtime as in the
+/// measurements that follow; returns each stage's throughput.
+fn age_as_task(rt: &Runtime, subject: &Arc<Subject>) -> Vec<f64> {
+    let subject = subject.clone();
+    rt.block_on(async { tokio::spawn(async move { subject.age().await }).await })
+        .expect("aging")
 }
 
 /// Closes a subject no round holds any more.
@@ -581,23 +610,26 @@ fn format_rate(per_second: f64) -> String {
 
 /// Measures every path with a plain timed loop and prints the table and the ratios.
 /// The rounds alternate between the paths, so a slow spell of a shared machine falls on
-/// every path alike instead of on whichever ran then. Every measurement gets a fresh
-/// subject, aged as the criterion groups age theirs ([`Subject::age`]), and closes it
-/// after: an aged engine's heap would slow every other path's allocations.
+/// every path alike instead of on whichever ran then. Each round gets a fresh subject
+/// per path, aged as the criterion groups age theirs ([`Subject::age`]), measures it in
+/// every mode and closes it before the next path's turn: an aged engine's heap would
+/// slow every other path's allocations.
 fn summary(rt: &Runtime) {
-    let measure = |kind: Kind, caller: Caller, batch: bool| {
-        let subject = Arc::new(rt.block_on(Subject::new(kind)));
-        rt.block_on(subject.age());
-        // Warm the subject up (connections, caches, the allocator) first.
-        let (_, warm) = timed_calls(rt, &subject, caller, batch, 0, Span::AtLeast(WARM_UP));
-        let first = warm as i64 * calls_per_round(batch);
+    // Measures one mode from call `first` on; returns seconds per call (or per batch)
+    // and the next call's index.
+    let measure = |subject: &Arc<Subject>, caller: Caller, batch: bool, first: i64| {
+        // Warm the mode up (connections, caches, the allocator) first.
+        let (_, warm) = timed_calls(rt, subject, caller, batch, first, Span::AtLeast(WARM_UP));
+        let first = first + warm as i64 * calls_per_round(batch);
         let span = Span::AtLeast(SUMMARY_ROUND);
-        let (elapsed, rounds) = timed_calls(rt, &subject, caller, batch, first, span);
-        close(rt, subject);
-        elapsed.as_secs_f64() / rounds as f64
+        let (elapsed, rounds) = timed_calls(rt, subject, caller, batch, first, span);
+        let next = first + rounds as i64 * calls_per_round(batch);
+        (elapsed.as_secs_f64() / rounds as f64, next)
     };
     // Per path and placement: seconds per call, and per batch, one entry per round.
     let mut samples = vec![[(); 4].map(|()| Vec::new()); Kind::ALL.len()];
+    // Per path and aging stage: calls per second, one entry per round.
+    let mut aging = vec![vec![Vec::new(); AGE_STAGES]; Kind::ALL.len()];
     let modes = [
         (Caller::Task, false),
         (Caller::Task, true),
@@ -607,10 +639,20 @@ fn summary(rt: &Runtime) {
     // The first round warms up and is not counted.
     for round in 0..=SUMMARY_ROUNDS {
         for (i, &kind) in Kind::ALL.iter().enumerate() {
+            let subject = Arc::new(rt.block_on(Subject::new(kind)));
+            let rates = age_as_task(rt, &subject);
+            let mut next = AGE_CALLS;
             for (m, &(caller, batch)) in modes.iter().enumerate() {
-                let seconds = measure(kind, caller, batch);
+                let (seconds, after) = measure(&subject, caller, batch, next);
+                next = after;
                 if round > 0 {
                     samples[i][m].push(seconds);
+                }
+            }
+            close(rt, subject);
+            if round > 0 {
+                for (stage, rate) in rates.into_iter().enumerate() {
+                    aging[i][stage].push(rate);
                 }
             }
         }
@@ -638,8 +680,9 @@ fn summary(rt: &Runtime) {
 
     println!();
     println!(
-        "dispatch summary (median of {SUMMARY_ROUNDS} alternating rounds of {} ms each; engines aged by {AGE_CALLS} calls)",
-        SUMMARY_ROUND.as_millis()
+        "dispatch summary (median of {SUMMARY_ROUNDS} alternating rounds of {} ms each; engines aged by {}k calls)",
+        SUMMARY_ROUND.as_millis(),
+        AGE_CALLS / 1000
     );
     println!(
         "{:<34} {:>31} {:>31}",
@@ -658,6 +701,22 @@ fn summary(rt: &Runtime) {
             format_latency(row.outside.latency),
             format_rate(row.outside.throughput)
         );
+    }
+    println!();
+    println!(
+        "aging, the caller a task, 64 in flight: calls/s over each {}k of the first {}k calls (medians)",
+        AGE_CALLS / AGE_STAGES as i64 / 1000,
+        AGE_CALLS / 1000
+    );
+    for (&kind, stages) in Kind::ALL.iter().zip(aging) {
+        if stages.iter().all(Vec::is_empty) {
+            continue;
+        }
+        let rates: Vec<String> = stages
+            .into_iter()
+            .map(|rates| format_rate(median(rates)))
+            .collect();
+        println!("{:<34} {}", kind.label(), rates.join(" → "));
     }
     let engine = row(Kind::Engine);
     println!();
