@@ -930,23 +930,48 @@ impl Bus for MemoryBus {
     }
 }
 
-/// The first message from `from` on that matches `filters`: among the messages of run
-/// `prefix` when the filters name one run, in the whole log otherwise.
-fn next_match(state: &State, filters: &Filters, prefix: Option<&str>, from: u64) -> Option<Stored> {
-    let matching = |seq: u64| state.get(seq).filter(|s| filters.matches(&s.subject));
-    match prefix {
-        Some(prefix) => {
-            let seqs = &state.by_prefix.get(prefix)?.seqs;
-            let start = seqs.partition_point(|seq| *seq < from);
-            seqs.range(start..).find_map(|seq| matching(*seq)).cloned()
+/// The most messages a replay takes from the log under one lock.
+const REPLAY_BATCH: usize = 64;
+
+/// Moves the messages from `from` on that match `filters` (among the messages of run
+/// `prefix` when the filters name one run, in the whole log otherwise) into `into`, up
+/// to [`REPLAY_BATCH`]; returns the first sequence number not looked at.
+fn take_matches(
+    state: &State,
+    filters: &Filters,
+    prefix: Option<&str>,
+    from: u64,
+    into: &mut VecDeque<Stored>,
+) -> u64 {
+    let mut take = |seqs: &mut dyn Iterator<Item = u64>| {
+        for seq in seqs {
+            if into.len() == REPLAY_BATCH {
+                return seq;
+            }
+            if let Some(stored) = state.get(seq).filter(|s| filters.matches(&s.subject)) {
+                into.push_back(stored.clone());
+            }
         }
-        None => (from..state.next_seq()).find_map(matching).cloned(),
+        state.next_seq()
+    };
+    match prefix {
+        Some(prefix) => match state.by_prefix.get(prefix) {
+            Some(run) => {
+                let start = run.seqs.partition_point(|seq| *seq < from);
+                take(&mut run.seqs.range(start..).copied())
+            }
+            None => state.next_seq(),
+        },
+        None => take(&mut (from..state.next_seq())),
     }
 }
 
 /// The messages matching any of `filters`, from the oldest the log holds, then new
-/// ones; the stream is woken only by publishes that match, and what it has yet to read
-/// stays in the log while it lives.
+/// ones; the stream is woken only by publishes that match, and what it has yet to take
+/// from the log stays there while it lives. It takes what matches in batches, one lock
+/// of the bus for up to [`REPLAY_BATCH`] messages: a reader that keeps up with a busy
+/// run (a run handle's watcher, following its outcomes) would otherwise take the lock,
+/// and search the run's index, once per message.
 fn replay_filters(
     shared: Arc<Shared>,
     filters: Vec<String>,
@@ -971,25 +996,26 @@ fn replay_filters(
         state.replays.push(Arc::downgrade(&replay));
         state.generation += 1;
     }
+    // Taken from the log and not yet handed out: these are past `replay.next`, so the
+    // log may drop them, but the stream holds them.
+    let taken = VecDeque::with_capacity(REPLAY_BATCH);
     let stream = stream::unfold(
-        (shared, replay, prefix),
-        |(shared, replay, prefix)| async move {
+        (shared, replay, prefix, taken),
+        |(shared, replay, prefix, mut taken)| async move {
             loop {
+                if let Some(found) = taken.pop_front() {
+                    return Some((Ok(found), (shared, replay, prefix, taken)));
+                }
                 let changed = replay.wake.notified();
-                let found = {
+                {
                     let state = shared.lock();
                     let from = replay.next.load(Ordering::Relaxed).max(state.first_seq);
-                    let found = next_match(&state, &replay.filters, prefix.as_deref(), from);
-                    let next = found.as_ref().map_or(state.next_seq(), |s| s.seq + 1);
+                    let next =
+                        take_matches(&state, &replay.filters, prefix.as_deref(), from, &mut taken);
                     replay.next.store(next, Ordering::Relaxed);
-                    found
-                };
-                match found {
-                    Some(found) => {
-                        drop(changed);
-                        return Some((Ok(found), (shared, replay, prefix)));
-                    }
-                    None => changed.await,
+                }
+                if taken.is_empty() {
+                    changed.await;
                 }
             }
         },
@@ -1423,21 +1449,44 @@ mod tests {
         publish(&bus, "aaa.t.a.x", "1").await;
         publish(&bus, "aaa.t.a.x", "2").await;
         publish(&bus, "aaa.t.b.x", "other run").await;
-        assert_eq!(kept_seqs(&bus), [1, 2, 3]);
+        assert_eq!(kept_seqs(&bus), [1, 2, 3], "nothing is read yet");
+        // The replay takes both its messages under one lock: the log holds neither
+        // for it any more, and it still hands out the second.
         assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"1");
         publish(&bus, "aaa.t.b.x", "other run").await;
-        assert_eq!(kept_seqs(&bus), [2, 3, 4]);
+        assert_eq!(kept_seqs(&bus), [4]);
         assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"2");
+        publish(&bus, "aaa.t.a.x", "5").await;
+        publish(&bus, "aaa.t.b.x", "other run").await;
+        assert_eq!(kept_seqs(&bus), [5, 6], "5 is not read yet");
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"5");
         // Read up to date (and then beyond what it matches): nothing is held for it.
         publish(&bus, "aaa.t.b.x", "other run").await;
-        assert_eq!(kept_seqs(&bus), [5]);
+        assert_eq!(kept_seqs(&bus), [7]);
         // A dropped replay holds nothing.
         let unread = bus.replay("aaa.t.b.>").await.unwrap();
-        publish(&bus, "aaa.t.b.x", "6").await;
-        assert_eq!(kept_seqs(&bus), [5, 6]);
+        publish(&bus, "aaa.t.b.x", "8").await;
+        assert_eq!(kept_seqs(&bus), [7, 8]);
         drop(unread);
-        publish(&bus, "aaa.t.b.x", "7").await;
-        assert_eq!(kept_seqs(&bus), [7]);
+        publish(&bus, "aaa.t.b.x", "9").await;
+        assert_eq!(kept_seqs(&bus), [9]);
+    }
+
+    #[tokio::test]
+    async fn a_replay_takes_a_long_backlog_in_batches_and_loses_none() {
+        let bus = MemoryBus::new();
+        let total = REPLAY_BATCH * 3 + 5;
+        for i in 0..total {
+            publish(&bus, "aaa.t.a.x", &i.to_string()).await;
+            publish(&bus, "aaa.t.a.y", "skipped").await;
+        }
+        let mut replay = bus.replay("aaa.t.a.x").await.unwrap();
+        for i in 0..total {
+            let stored = replay.next().await.unwrap().unwrap();
+            assert_eq!(&stored.payload[..], i.to_string().as_bytes());
+        }
+        publish(&bus, "aaa.t.a.x", "live").await;
+        assert_eq!(&replay.next().await.unwrap().unwrap().payload[..], b"live");
     }
 
     #[tokio::test(start_paused = true)]
