@@ -372,17 +372,17 @@ impl Subject {
         let stage = AGE_CALLS / AGE_STAGES as i64;
         let mut rates = Vec::with_capacity(AGE_STAGES);
         let mut first = 0;
-        for end in (1..=AGE_STAGES as i64).map(|n| n * stage) {
+        for n in 1..=AGE_STAGES {
+            // The last stage also runs until the log is full.
+            let log_to_fill = n == AGE_STAGES;
             let (start, from) = (Instant::now(), first);
-            while first < end {
+            while first < n as i64 * stage
+                || (log_to_fill && bus.len() < bus.retention().max_messages())
+            {
                 black_box(self.batch(first).await);
                 first += IN_FLIGHT as i64;
             }
             rates.push((first - from) as f64 / start.elapsed().as_secs_f64());
-        }
-        while bus.len() < bus.retention().max_messages() {
-            black_box(self.batch(first).await);
-            first += IN_FLIGHT as i64;
         }
         rates
     }
