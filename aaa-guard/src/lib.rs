@@ -21,6 +21,8 @@
 //!   records, pending approvals and budgets live in; [`FencedLog`]: a store whose
 //!   records share a log with the facts, so an outcome is committed and published in
 //!   one conditional write.
+//! - [`OpFuture`]: the future of a store operation, which is its answer itself when
+//!   the store has it at once (the in-process one always does).
 //! - [`SharedStr`]: the shared text a record's tool name and worker id are held in.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
@@ -45,6 +47,7 @@ mod config;
 mod fence;
 mod lease;
 mod memory_store;
+mod op_future;
 mod record;
 mod shared_str;
 mod store;
@@ -54,6 +57,7 @@ pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
 pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
 pub use memory_store::MemoryStore;
+pub use op_future::OpFuture;
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
 pub use shared_str::SharedStr;
 pub use store::{GuardStore, check_key};

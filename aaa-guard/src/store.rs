@@ -31,6 +31,11 @@ use crate::written::{Entry, Revision, StoreError, StoreFuture};
 ///
 /// Keys are `.`-separated tokens of `[A-Za-z0-9_-]` (valid NATS KV keys), such as
 /// `guard.default.run-1.call_7`.
+///
+/// Every operation returns a [`StoreFuture`]: a store that answers at once returns
+/// [`StoreFuture::ready`] (no allocation), one that has to wait [`StoreFuture::new`].
+/// An operation may be done when it is called, before its future is polled, so call
+/// one only to have it done.
 pub trait GuardStore: Send + Sync + 'static {
     /// Creates `key` if absent; [`StoreError::Exists`] otherwise.
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision>;
@@ -55,7 +60,7 @@ pub trait GuardStore: Send + Sync + 'static {
     /// [`LeaseWatch`](crate::LeaseWatch)). [`MemoryStore`](crate::MemoryStore) keeps none.
     fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
         let _ = key;
-        Box::pin(async { Ok(None) })
+        StoreFuture::ready(Ok(None))
     }
 
     /// Tells the store that the call whose record is `key` is settled: its outcome is
@@ -67,7 +72,7 @@ pub trait GuardStore: Send + Sync + 'static {
     /// keeps the last [`retired_limit`](crate::MemoryStore::with_retired_limit) of them.
     fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
         let _ = key;
-        Box::pin(async { Ok(()) })
+        StoreFuture::ready(Ok(()))
     }
 
     /// The store's [`FencedLog`], when its records share an ordered log with the facts

@@ -1,15 +1,13 @@
 //! What a [`GuardStore`](crate::GuardStore) hands back: revisions, entries, errors and
-//! the boxed future of every operation (shared by the store and its
+//! the future of every operation (shared by the store and its
 //! [`FencedLog`](crate::FencedLog)).
-
-use std::future::Future;
-use std::pin::Pin;
 
 /// A record's revision: changes on every write.
 pub type Revision = u64;
 
-/// A boxed future returned by store operations (so the trait is object safe).
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+/// The future of a store operation: its answer when the store has it at once, else a
+/// boxed future (see [`OpFuture`](crate::OpFuture)).
+pub type StoreFuture<'a, T> = crate::OpFuture<'a, Result<T, StoreError>>;
 
 /// A failed store operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

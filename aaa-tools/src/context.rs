@@ -78,30 +78,41 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for State<T> {
     }
 }
 
-/// A type-keyed map of shared state values.
+/// A type-keyed map of shared state values. Empty, it holds no map at all: every call's
+/// context starts with one, and most registries set no state.
 #[derive(Clone, Default)]
-pub(crate) struct StateMap(Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>);
+pub(crate) struct StateMap(Option<Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>);
 
 impl StateMap {
     pub(crate) fn insert<T: Send + Sync + 'static>(&mut self, value: Arc<T>) {
-        Arc::make_mut(&mut self.0).insert(TypeId::of::<T>(), value);
+        let map = self.0.get_or_insert_with(Default::default);
+        Arc::make_mut(map).insert(TypeId::of::<T>(), value);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|map| map.is_empty())
     }
 
     pub(crate) fn contains(&self, id: TypeId) -> bool {
-        self.0.contains_key(&id)
+        self.0.as_ref().is_some_and(|map| map.contains_key(&id))
     }
 
     pub(crate) fn get<T: Send + Sync + 'static>(&self) -> Option<State<T>> {
-        let value = self.0.get(&TypeId::of::<T>())?.clone();
+        let value = self.0.as_ref()?.get(&TypeId::of::<T>())?.clone();
         value.downcast::<T>().ok().map(State)
     }
 
+    /// Adds every value of `other` this map does not hold.
     pub(crate) fn merge(&mut self, other: &StateMap) {
-        if other.0.is_empty() {
+        let Some(theirs) = other.0.as_ref().filter(|map| !map.is_empty()) else {
             return;
-        }
-        let map = Arc::make_mut(&mut self.0);
-        for (k, v) in other.0.iter() {
+        };
+        let Some(ours) = self.0.as_mut() else {
+            self.0 = Some(theirs.clone());
+            return;
+        };
+        let map = Arc::make_mut(ours);
+        for (k, v) in theirs.iter() {
             map.entry(*k).or_insert_with(|| v.clone());
         }
     }
@@ -301,7 +312,7 @@ impl ToolContext {
 
     /// The same context with registry state added (the caller's state wins).
     pub(crate) fn with_registry_state(self, state: &StateMap) -> ToolContext {
-        if state.0.is_empty() {
+        if state.is_empty() {
             return self;
         }
         let mut inner = (*self.inner).clone();
@@ -468,5 +479,54 @@ impl ToolContextBuilder {
                 permit: self.permit,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Label {
+        text: &'static str,
+    }
+    struct Count {
+        n: u32,
+    }
+
+    fn label(ctx: &ToolContext) -> Option<&'static str> {
+        ctx.state::<Label>().map(|label| label.text)
+    }
+
+    #[test]
+    fn registry_state_fills_in_what_the_builder_did_not_set() {
+        let mut registry = StateMap::default();
+        assert!(registry.is_empty());
+        registry.insert(Arc::new(Label { text: "registry" }));
+        registry.insert(Arc::new(Count { n: 7 }));
+
+        // Nothing set on the builder: the registry's values, all of them.
+        let bare = ToolContext::builder().registry_state(&registry).build();
+        assert_eq!(label(&bare), Some("registry"));
+        assert_eq!(bare.state::<Count>().map(|c| c.n), Some(7));
+
+        // A value set on the builder wins; the others come from the registry.
+        let set = ToolContext::builder()
+            .state(Label { text: "builder" })
+            .registry_state(&registry)
+            .build();
+        assert_eq!(label(&set), Some("builder"));
+        assert_eq!(set.state::<Count>().map(|c| c.n), Some(7));
+
+        // An empty registry changes nothing; a context without state has none.
+        let empty = ToolContext::builder()
+            .state(Label { text: "builder" })
+            .registry_state(&StateMap::default())
+            .build();
+        assert_eq!(label(&empty), Some("builder"));
+        assert!(empty.state::<Count>().is_none());
+        assert!(label(&ToolContext::builder().build()).is_none());
+        // The registry's map is shared, not changed, by the contexts made from it.
+        assert!(!registry.contains(TypeId::of::<u64>()));
+        assert_eq!(registry.get::<Label>().map(|l| l.text), Some("registry"));
     }
 }

@@ -544,16 +544,18 @@ impl AmbiguousStore {
                 .is_ok()
     }
 
-    async fn write(
+    /// Calls `write` only when the write is to happen: a store may write as soon as an
+    /// operation is called.
+    async fn write<'a>(
         &self,
         key: &str,
-        write: aaa_guard::StoreFuture<'_, aaa_guard::Revision>,
+        write: impl FnOnce() -> aaa_guard::StoreFuture<'a, aaa_guard::Revision>,
     ) -> Result<aaa_guard::Revision, aaa_guard::StoreError> {
         if !self.lost(key) {
-            return write.await;
+            return write().await;
         }
         if self.after {
-            let _ = write.await;
+            let _ = write().await;
         }
         Err(aaa_guard::StoreError::Unavailable("timed out".into()))
     }
@@ -565,7 +567,7 @@ impl aaa_guard::GuardStore for AmbiguousStore {
         key: &'a str,
         value: Vec<u8>,
     ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
-        Box::pin(self.write(key, self.inner.create(key, value)))
+        aaa_guard::StoreFuture::new(self.write(key, move || self.inner.create(key, value)))
     }
     fn update<'a>(
         &'a self,
@@ -573,7 +575,9 @@ impl aaa_guard::GuardStore for AmbiguousStore {
         value: Vec<u8>,
         expected: aaa_guard::Revision,
     ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
-        Box::pin(self.write(key, self.inner.update(key, value, expected)))
+        aaa_guard::StoreFuture::new(
+            self.write(key, move || self.inner.update(key, value, expected)),
+        )
     }
     fn get<'a>(&'a self, key: &'a str) -> aaa_guard::StoreFuture<'a, Option<aaa_guard::Entry>> {
         self.inner.get(key)

@@ -240,7 +240,7 @@ impl FencedLog for HidesFirstFinds {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if hidden {
-            return Box::pin(async { Ok(None) });
+            return StoreFuture::ready(Ok(None));
         }
         self.inner
             .fence()

@@ -22,6 +22,10 @@ use table::{Slot, Table};
 /// The in-process [`GuardStore`]: a map behind a mutex. Clones share the same records, so
 /// several engines in one process (workers in tests) see one store.
 ///
+/// Every operation is done when it is called, and its [`StoreFuture`] is
+/// [ready](StoreFuture::ready): a guarded call's several store operations allocate no
+/// future.
+///
 /// ```
 /// use aaa_guard::{GuardStore, MemoryStore, StoreError};
 ///
@@ -158,34 +162,34 @@ impl std::fmt::Debug for MemoryStore {
 
 impl GuardStore for MemoryStore {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
-        Box::pin(async move {
-            check_key(key)?;
-            self.with(|m| {
-                let hash = m.records.hash(key);
-                if m.records.get(hash, key).is_some() {
-                    return Err(StoreError::Exists {
-                        key: key.to_owned(),
-                    });
-                }
-                m.last_revision += 1;
-                let revision = m.last_revision;
-                let key: Arc<str> = Arc::from(key);
-                let indexed = match m.groups.get_mut(first_token(&key)) {
-                    Some(group) => {
-                        add_key(group, hash, &key);
-                        true
-                    }
-                    None => false,
-                };
-                m.records.insert_new(Slot {
-                    hash,
-                    key,
-                    entry: Entry { value, revision },
-                    indexed,
+        if let Err(error) = check_key(key) {
+            return StoreFuture::ready(Err(error));
+        }
+        StoreFuture::ready(self.with(|m| {
+            let hash = m.records.hash(key);
+            if m.records.get(hash, key).is_some() {
+                return Err(StoreError::Exists {
+                    key: key.to_owned(),
                 });
-                Ok(revision)
-            })
-        })
+            }
+            m.last_revision += 1;
+            let revision = m.last_revision;
+            let key: Arc<str> = Arc::from(key);
+            let indexed = match m.groups.get_mut(first_token(&key)) {
+                Some(group) => {
+                    add_key(group, hash, &key);
+                    true
+                }
+                None => false,
+            };
+            m.records.insert_new(Slot {
+                hash,
+                key,
+                entry: Entry { value, revision },
+                indexed,
+            });
+            Ok(revision)
+        }))
     }
 
     fn update<'a>(
@@ -194,101 +198,91 @@ impl GuardStore for MemoryStore {
         value: Vec<u8>,
         expected: Revision,
     ) -> StoreFuture<'a, Revision> {
-        Box::pin(async move {
-            // A key that holds a record was checked when the record was created: only
-            // a miss needs the check (to tell a bad key from a missing record).
-            self.with(|m| {
-                let next = m.last_revision + 1;
-                let hash = m.records.hash(key);
-                match m.records.get_mut(hash, key) {
-                    Some(slot) if slot.entry.revision == expected => {
-                        slot.entry = Entry {
-                            value,
-                            revision: next,
-                        };
-                        m.last_revision = next;
-                        Ok(next)
-                    }
-                    found => {
-                        let found = found.map(|s| s.entry.revision);
-                        if found.is_none() {
-                            check_key(key)?;
-                        }
-                        Err(StoreError::Conflict {
-                            key: key.to_owned(),
-                            expected,
-                            found,
-                        })
-                    }
+        // A key that holds a record was checked when the record was created: only a miss
+        // needs the check (to tell a bad key from a missing record).
+        StoreFuture::ready(self.with(|m| {
+            let next = m.last_revision + 1;
+            let hash = m.records.hash(key);
+            match m.records.get_mut(hash, key) {
+                Some(slot) if slot.entry.revision == expected => {
+                    slot.entry = Entry {
+                        value,
+                        revision: next,
+                    };
+                    m.last_revision = next;
+                    Ok(next)
                 }
-            })
-        })
+                found => {
+                    let found = found.map(|s| s.entry.revision);
+                    if found.is_none() {
+                        check_key(key)?;
+                    }
+                    Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected,
+                        found,
+                    })
+                }
+            }
+        }))
     }
 
     fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
-        Box::pin(async move {
-            Ok(self.with(|m| {
-                let hash = m.records.hash(key);
-                m.records.get(hash, key).map(|slot| slot.entry.clone())
-            }))
-        })
+        StoreFuture::ready(Ok(self.with(|m| {
+            let hash = m.records.hash(key);
+            m.records.get(hash, key).map(|slot| slot.entry.clone())
+        })))
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let removed = self.with(|m| {
-                let hash = m.records.hash(key);
-                let removed = m.records.remove(hash, key);
-                if let Some(slot) = &removed {
-                    m.unindex(slot);
-                }
-                removed
-            });
-            drop(removed);
-            Ok(())
-        })
+        let removed = self.with(|m| {
+            let hash = m.records.hash(key);
+            let removed = m.records.remove(hash, key);
+            if let Some(slot) = &removed {
+                m.unindex(slot);
+            }
+            removed
+        });
+        drop(removed);
+        StoreFuture::ready(Ok(()))
     }
 
     fn retire<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
-            let forgotten = self.with(|m| {
-                let hash = m.records.hash(key);
-                let slot = m.records.get(hash, key)?;
-                if !crate::record::is_finished_json(&slot.entry.value) {
-                    return None;
-                }
-                let revision = slot.entry.revision;
-                m.retired.push_back((hash, revision));
-                if m.retired.len() <= self.retired_limit {
-                    return None;
-                }
-                let (hash, revision) = m.retired.pop_front()?;
-                // Rewritten since (a repeated request recorded its answer): that write
-                // was retired again, and is forgotten in its turn.
-                let forgotten = m.records.remove_at(hash, revision)?;
-                m.unindex(&forgotten);
-                Some(forgotten)
-            });
-            // Freed after the lock is released: its memory is cold by now.
-            drop(forgotten);
-            Ok(())
-        })
+        let forgotten = self.with(|m| {
+            let hash = m.records.hash(key);
+            let slot = m.records.get(hash, key)?;
+            if !crate::record::is_finished_json(&slot.entry.value) {
+                return None;
+            }
+            let revision = slot.entry.revision;
+            m.retired.push_back((hash, revision));
+            if m.retired.len() <= self.retired_limit {
+                return None;
+            }
+            let (hash, revision) = m.retired.pop_front()?;
+            // Rewritten since (a repeated request recorded its answer): that write
+            // was retired again, and is forgotten in its turn.
+            let forgotten = m.records.remove_at(hash, revision)?;
+            m.unindex(&forgotten);
+            Some(forgotten)
+        });
+        // Freed after the lock is released: its memory is cold by now.
+        drop(forgotten);
+        StoreFuture::ready(Ok(()))
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
-            Ok(self.with(|m| {
-                let matching = |key: &Arc<str>| key.starts_with(prefix).then(|| key.to_string());
-                let mut keys: Vec<String> = if prefix.contains('.') {
-                    let group = m.group(first_token(prefix));
-                    group.iter().filter_map(|(_, key)| matching(key)).collect()
-                } else {
-                    m.records.iter().filter_map(|s| matching(&s.key)).collect()
-                };
-                keys.sort_unstable();
-                keys
-            }))
-        })
+        StoreFuture::ready(Ok(self.with(|m| {
+            let matching = |key: &Arc<str>| key.starts_with(prefix).then(|| key.to_string());
+            let mut keys: Vec<String> = if prefix.contains('.') {
+                let group = m.group(first_token(prefix));
+                group.iter().filter_map(|(_, key)| matching(key)).collect()
+            } else {
+                m.records.iter().filter_map(|s| matching(&s.key)).collect()
+            };
+            keys.sort_unstable();
+            keys
+        })))
     }
 }
 

@@ -9,9 +9,8 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::stream::{self, BoxStream};
@@ -51,8 +50,12 @@ pub struct MemoryBus {
 
 struct Shared {
     state: Mutex<State>,
-    /// Woken whenever a consumer's unsettled count may have dropped.
+    /// Woken whenever a consumer's unsettled count may have dropped, while anyone
+    /// waits in [`MemoryBus::until_settled`].
     settled: Notify,
+    /// How many wait in [`MemoryBus::until_settled`]: with none (as almost always), an
+    /// ack wakes nobody, and takes no lock but the bus's.
+    settled_waiters: AtomicUsize,
     next_holder: AtomicU64,
     retention: Retention,
 }
@@ -428,7 +431,19 @@ impl Shared {
             consumer.pending.remove(&seq);
             consumer.redeliver.remove(&seq);
         }
-        self.settled.notify_waiters();
+        self.settled_changed();
+    }
+
+    /// Wakes whoever waits in [`MemoryBus::until_settled`], after a settlement made
+    /// under the bus's lock.
+    ///
+    /// A waiter counts itself before it reads the state under that lock, and a
+    /// settlement changes the state under it before it reads the count: so either the
+    /// waiter reads the changed state, or the settlement sees the waiter and wakes it.
+    fn settled_changed(&self) {
+        if self.settled_waiters.load(Ordering::SeqCst) > 0 {
+            self.settled.notify_waiters();
+        }
     }
 }
 
@@ -444,6 +459,7 @@ impl MemoryBus {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::new()),
                 settled: Notify::new(),
+                settled_waiters: AtomicUsize::new(0),
                 next_holder: AtomicU64::new(1),
                 retention,
             }),
@@ -468,6 +484,15 @@ impl MemoryBus {
     /// Waits until `durable` holds no delivered-but-unsettled message (returns at once
     /// when it holds none). For tests and shutdown checks.
     pub async fn until_settled(&self, durable: &str) {
+        /// Counts a waiter for as long as it waits (a dropped wait included).
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.shared.settled_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(&self.shared.settled_waiters);
         loop {
             let changed = self.shared.settled.notified();
             if self.ack_pending(durable) == 0 {
@@ -621,7 +646,7 @@ fn settle(shared: &Shared, durable: &str, change: impl FnOnce(&mut ConsumerState
     if let Some(wake) = wake {
         wake.notify_waiters();
     }
-    shared.settled.notify_waiters();
+    shared.settled_changed();
 }
 
 struct MemoryAcker {
@@ -774,7 +799,11 @@ impl MemorySubscription {
 
 impl Subscription for MemorySubscription {
     fn next(&mut self) -> BusFuture<'_, Message> {
-        Box::pin(async move {
+        // A message is usually there already: hand it over without a future to box.
+        if let Ok(message) = self.try_take() {
+            return BusFuture::ready(Ok(message));
+        }
+        BusFuture::new(async move {
             loop {
                 let changed = self.wake.notified();
                 match self.try_take() {
@@ -801,25 +830,10 @@ impl Subscription for MemorySubscription {
     }
 }
 
-/// An operation that is already done, as a [`BusFuture`]. Success boxes a future of no
-/// size, which allocates nothing (a publish here is done before it returns, and every
-/// call publishes).
+/// An operation that is already done, as a [`BusFuture`] (a publish or a settlement
+/// here is done before it returns, and every call publishes and settles).
 fn settled<'a>(result: Result<(), BusError>) -> BusFuture<'a, ()> {
-    /// A future that is ready with `Ok(())`.
-    struct Done;
-
-    impl Future for Done {
-        type Output = Result<(), BusError>;
-
-        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
-            Poll::Ready(Ok(()))
-        }
-    }
-
-    match result {
-        Ok(()) => Box::pin(Done),
-        Err(error) => Box::pin(std::future::ready(Err(error))),
-    }
+    BusFuture::ready(result)
 }
 
 impl Bus for MemoryBus {
@@ -840,7 +854,7 @@ impl Bus for MemoryBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         let stored = settled(self.append(subject, payload, msg_id));
-        Box::pin(std::future::ready(Ok(stored)))
+        BusFuture::ready(Ok(stored))
     }
 
     /// Stores at once, as [`publish`](Bus::publish) does (nothing to wait for, and an
@@ -855,7 +869,7 @@ impl Bus for MemoryBus {
     }
 
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             if spec.durable.is_empty() || spec.filters.is_empty() {
                 return Err(BusError::Invalid {
                     what: "consumer",
@@ -917,7 +931,7 @@ impl Bus for MemoryBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         let shared = self.shared.clone();
         let filters = vec![filter.to_owned()];
-        Box::pin(async move { replay_filters(shared, filters) })
+        BusFuture::ready(replay_filters(shared, filters))
     }
 
     fn replay_any<'a>(
@@ -926,7 +940,7 @@ impl Bus for MemoryBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         let shared = self.shared.clone();
         let filters = filters.to_vec();
-        Box::pin(async move { replay_filters(shared, filters) })
+        BusFuture::ready(replay_filters(shared, filters))
     }
 }
 
@@ -1213,6 +1227,45 @@ mod tests {
         assert!(start.elapsed() >= Duration::from_secs(60));
         third.term().await.unwrap();
         assert_eq!(bus.ack_pending("work"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn until_settled_is_woken_by_the_settlement_of_the_last_message() {
+        let bus = MemoryBus::new();
+        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(3600));
+        let mut sub = bus.subscribe(&spec).await.unwrap();
+        publish(&bus, "q", "1").await;
+        publish(&bus, "q", "2").await;
+        let (first, second) = (sub.next().await.unwrap(), sub.next().await.unwrap());
+        // Nobody waits: an ack wakes nobody, and the count stays at zero.
+        let waiters = || bus.shared.settled_waiters.load(Ordering::SeqCst);
+        assert_eq!(waiters(), 0);
+
+        let waiting = tokio::spawn({
+            let bus = bus.clone();
+            async move { bus.until_settled("work").await }
+        });
+        tokio::task::yield_now().await;
+        assert_eq!(waiters(), 1, "the waiter counts itself");
+        first.ack().await.unwrap();
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one message is still unsettled");
+        second.term().await.unwrap();
+        // Woken by the settlement, not by a timer: paused time would fire the timeout.
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("the last settlement wakes the waiter")
+            .unwrap();
+        assert_eq!(waiters(), 0);
+
+        // A wait given up (dropped) counts itself out too.
+        publish(&bus, "q", "3").await;
+        let third = sub.next().await.unwrap();
+        let given_up = tokio::time::timeout(Duration::from_secs(1), bus.until_settled("work"));
+        assert!(given_up.await.is_err());
+        assert_eq!(waiters(), 0);
+        third.ack().await.unwrap();
+        bus.until_settled("work").await;
     }
 
     #[tokio::test(start_paused = true)]

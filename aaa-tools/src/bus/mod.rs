@@ -30,8 +30,6 @@ mod payload;
 mod recent_ids;
 mod retention;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,8 +39,10 @@ pub use memory::MemoryBus;
 pub use payload::{Encode, Payload};
 pub use retention::Retention;
 
-/// A boxed future of a bus operation (keeps the traits object safe).
-pub type BusFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, BusError>> + Send + 'a>>;
+/// The future of a bus operation: its answer when the bus has it at once (the
+/// embedded bus stores and settles as it is called), else a boxed future; either way
+/// the traits stay object safe. See [`OpFuture`](aaa_guard::OpFuture).
+pub type BusFuture<'a, T> = aaa_guard::OpFuture<'a, Result<T, BusError>>;
 
 /// Resolves once a message sent with [`Bus::send`] is stored (or failed to be).
 pub type Confirmation = BusFuture<'static, ()>;
@@ -243,9 +243,9 @@ pub trait Bus: Send + Sync + 'static {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             self.publish(subject, payload, msg_id).await?;
-            Ok(Box::pin(async { Ok(()) }) as Confirmation)
+            Ok(Confirmation::ready(Ok(())))
         })
     }
 
@@ -262,7 +262,7 @@ pub trait Bus: Send + Sync + 'static {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             let confirmation = self.send(subject, payload, msg_id).await?;
             futures::FutureExt::now_or_never(confirmation).unwrap_or(Ok(()))
         })
@@ -287,7 +287,7 @@ pub trait Bus: Send + Sync + 'static {
         &'a self,
         filters: &'a [String],
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
-        Box::pin(replay_covering(self, filters))
+        BusFuture::new(replay_covering(self, filters))
     }
 }
 

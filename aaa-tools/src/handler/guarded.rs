@@ -59,7 +59,7 @@ enum Claimed {
     /// Run `attempt`; the lease is ours.
     Run {
         attempt: u32,
-        record: Box<CallRecord>,
+        record: CallRecord,
         revision: Revision,
         previous: Option<(u32, SharedStr)>,
     },
@@ -115,7 +115,7 @@ pub(super) async fn run_call(
         key: &key,
         attempt,
         config,
-        current: Mutex::new((*record, revision)),
+        current: Mutex::new((record, revision)),
         lost: std::sync::atomic::AtomicBool::new(false),
         store: &**core.engine.store(),
         call,
@@ -209,7 +209,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     Ok(revision) => {
                         return Claimed::Run {
                             attempt: 1,
-                            record: Box::new(record),
+                            record,
                             revision,
                             previous: None,
                         };
@@ -262,7 +262,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                         }
                         return Claimed::Run {
                             attempt: next,
-                            record: Box::new(record),
+                            record,
                             revision,
                             previous: Some((old.attempt, old.holder)),
                         };
@@ -430,7 +430,8 @@ async fn commit(
             if !fence {
                 return Disposition::Leave;
             }
-            return superseded(core, call, attempt, &current, unreported).await;
+            // Boxed: rare, and its state would enlarge every call's.
+            return Box::pin(superseded(core, call, attempt, &current, unreported)).await;
         }
         // The first try takes the outcome; a conflict's retry reads it back.
         let outcome = match recorded.take() {

@@ -214,7 +214,7 @@ impl Bus for NatsBus {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        Box::pin(async move { self.send(subject, payload, msg_id).await?.await })
+        BusFuture::new(async move { self.send(subject, payload, msg_id).await?.await })
     }
 
     fn send<'a>(
@@ -223,14 +223,16 @@ impl Bus for NatsBus {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             let headers = publish_headers(subject, msg_id)?;
             let ack = self
                 .js
                 .publish_with_headers(subject.to_owned(), headers, payload.into_bytes())
                 .await
                 .map_err(unavailable)?;
-            Ok(Box::pin(async move { ack.await.map(|_| ()).map_err(unavailable) }) as Confirmation)
+            Ok(Confirmation::new(async move {
+                ack.await.map(|_| ()).map_err(unavailable)
+            }))
         })
     }
 
@@ -244,7 +246,7 @@ impl Bus for NatsBus {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             let headers = publish_headers(subject, msg_id)?;
             self.js
                 .client()
@@ -255,7 +257,7 @@ impl Bus for NatsBus {
     }
 
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             self.consumer(spec).await?;
             // A pull lives no longer than an ack wait: a worker that stalls (a long
             // pause, SIGSTOP) with a pull open would otherwise keep receiving messages
@@ -278,7 +280,7 @@ impl Bus for NatsBus {
         &'a self,
         filter: &'a str,
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             valid_filter(filter)?;
             self.ordered(pull::OrderedConfig {
                 filter_subject: filter.to_owned(),
@@ -292,7 +294,7 @@ impl Bus for NatsBus {
         &'a self,
         filters: &'a [String],
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
-        Box::pin(async move {
+        BusFuture::new(async move {
             for filter in filters {
                 valid_filter(filter)?;
             }
@@ -421,11 +423,11 @@ impl NatsSubscription {
 
 impl Subscription for NatsSubscription {
     fn next(&mut self) -> BusFuture<'_, Message> {
-        Box::pin(self.receive(1))
+        BusFuture::new(self.receive(1))
     }
 
     fn next_with_room(&mut self, room: usize) -> BusFuture<'_, Message> {
-        Box::pin(self.receive(room))
+        BusFuture::new(self.receive(room))
     }
 }
 
@@ -449,13 +451,13 @@ struct NatsAcker(JsAcker);
 
 impl NatsAcker {
     fn send(&self, kind: AckKind) -> BusFuture<'_, ()> {
-        Box::pin(async move { self.0.ack_with(kind).await.map_err(unavailable) })
+        BusFuture::new(async move { self.0.ack_with(kind).await.map_err(unavailable) })
     }
 
     /// Sends `kind` and waits for the server to confirm it: a message ended for good
     /// is known ended.
     fn confirm(&self, kind: AckKind) -> BusFuture<'_, ()> {
-        Box::pin(async move { self.0.double_ack_with(kind).await.map_err(unavailable) })
+        BusFuture::new(async move { self.0.double_ack_with(kind).await.map_err(unavailable) })
     }
 }
 

@@ -231,7 +231,7 @@ impl FencedLog for StreamRecords {
         payload: Vec<u8>,
         msg_id: &'a str,
     ) -> StoreFuture<'a, Appended> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             aaa_guard::check_key(key)?;
             super::check_subject(subject, false).map_err(|why| {
                 StoreError::Unavailable(format!("cannot publish at {subject:?}: {why}"))
@@ -266,7 +266,7 @@ impl FencedLog for StreamRecords {
         subjects: &'a [String],
         msg_id: &'a str,
     ) -> StoreFuture<'a, Option<Vec<u8>>> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             aaa_guard::check_key(key)?;
             for subject in subjects {
                 super::check_subject(subject, false).map_err(|why| {

@@ -153,7 +153,7 @@ async fn create_bucket(
 
 impl GuardStore for NatsStore {
     fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             check_key(key)?;
             if records::on_stream(key) {
                 return self.records.create(key, value).await;
@@ -177,7 +177,7 @@ impl GuardStore for NatsStore {
         value: Vec<u8>,
         expected: Revision,
     ) -> StoreFuture<'a, Revision> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             check_key(key)?;
             if records::on_stream(key) {
                 return self.records.update(key, value, expected).await;
@@ -198,7 +198,7 @@ impl GuardStore for NatsStore {
     }
 
     fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             check_key(key)?;
             if records::on_stream(key) {
                 return Ok(self.records.get(key).await?.map(|(entry, _)| entry));
@@ -211,7 +211,7 @@ impl GuardStore for NatsStore {
     }
 
     fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             check_key(key)?;
             if records::on_stream(key) {
                 return self.records.delete(key).await;
@@ -221,7 +221,7 @@ impl GuardStore for NatsStore {
     }
 
     fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             // A key is on the stream or in the bucket by its first token: a prefix
             // reaches either place or both.
             let mut keys = Vec::new();
@@ -238,7 +238,7 @@ impl GuardStore for NatsStore {
     }
 
     fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
-        Box::pin(async move {
+        StoreFuture::new(async move {
             check_key(key)?;
             let written = if records::on_stream(key) {
                 self.records
