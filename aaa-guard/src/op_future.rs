@@ -21,12 +21,12 @@ use std::task::{Context, Poll};
 /// ```
 /// use aaa_guard::OpFuture;
 ///
-/// # futures_lite_block_on(async {
+/// # block_on(async {
 /// let at_once: OpFuture<'_, u32> = OpFuture::ready(1);
 /// let later: OpFuture<'_, u32> = OpFuture::new(async { 2 });
 /// assert_eq!(at_once.await + later.await, 3);
 /// # });
-/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// #     use std::task::{Context, Poll, Waker};
 /// #     let mut f = std::pin::pin!(f);
 /// #     let mut cx = Context::from_waker(Waker::noop());

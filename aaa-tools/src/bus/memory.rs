@@ -657,7 +657,7 @@ struct MemoryAcker {
 impl Acker for MemoryAcker {
     fn ack(&self, seq: u64) -> BusFuture<'_, ()> {
         self.shared.forget(&self.durable, seq);
-        settled(Ok(()))
+        BusFuture::ready(Ok(()))
     }
 
     fn nak(&self, seq: u64, delay: Duration) -> BusFuture<'_, ()> {
@@ -666,7 +666,7 @@ impl Acker for MemoryAcker {
                 c.redeliver.insert(seq, (p.deliveries, now + delay));
             }
         });
-        settled(Ok(()))
+        BusFuture::ready(Ok(()))
     }
 
     fn in_progress(&self, seq: u64) -> BusFuture<'_, ()> {
@@ -677,12 +677,12 @@ impl Acker for MemoryAcker {
                 p.deadline = Instant::now() + wait;
             }
         }
-        settled(Ok(()))
+        BusFuture::ready(Ok(()))
     }
 
     fn term(&self, seq: u64) -> BusFuture<'_, ()> {
         self.shared.forget(&self.durable, seq);
-        settled(Ok(()))
+        BusFuture::ready(Ok(()))
     }
 }
 
@@ -830,12 +830,8 @@ impl Subscription for MemorySubscription {
     }
 }
 
-/// An operation that is already done, as a [`BusFuture`] (a publish or a settlement
-/// here is done before it returns, and every call publishes and settles).
-fn settled<'a>(result: Result<(), BusError>) -> BusFuture<'a, ()> {
-    BusFuture::ready(result)
-}
-
+// A publish, like a settlement (see `MemoryAcker`), is done before it returns: its
+// future is ready, and allocates nothing.
 impl Bus for MemoryBus {
     fn publish<'a>(
         &'a self,
@@ -843,7 +839,7 @@ impl Bus for MemoryBus {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
-        settled(self.append(subject, payload, msg_id))
+        BusFuture::ready(self.append(subject, payload, msg_id))
     }
 
     /// Stores at once (there is no server to wait for): the confirmation is ready.
@@ -853,7 +849,7 @@ impl Bus for MemoryBus {
         payload: Payload,
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
-        let stored = settled(self.append(subject, payload, msg_id));
+        let stored = BusFuture::ready(self.append(subject, payload, msg_id));
         BusFuture::ready(Ok(stored))
     }
 
@@ -1048,6 +1044,11 @@ mod tests {
             .unwrap();
     }
 
+    /// The consumer most tests use: `work`, on subject `q`, with `ack_wait`.
+    fn work(ack_wait: Duration) -> ConsumerSpec {
+        ConsumerSpec::new("work", ["q"]).with_ack_wait(ack_wait)
+    }
+
     /// Every way of matching a filter (literal, a span of `*`, `*` anywhere, a
     /// trailing `>`) agrees with the plain token-by-token rule, over every filter of
     /// up to four tokens and every subject of up to five.
@@ -1210,7 +1211,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn unsettled_messages_come_back() {
         let bus = MemoryBus::new();
-        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(5));
+        let spec = work(Duration::from_secs(5));
         let mut sub = bus.subscribe(&spec).await.unwrap();
         publish(&bus, "q", "x").await;
         let first = sub.next().await.unwrap();
@@ -1232,7 +1233,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn until_settled_is_woken_by_the_settlement_of_the_last_message() {
         let bus = MemoryBus::new();
-        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(3600));
+        let spec = work(Duration::from_secs(3600));
         let mut sub = bus.subscribe(&spec).await.unwrap();
         publish(&bus, "q", "1").await;
         publish(&bus, "q", "2").await;
@@ -1271,7 +1272,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_dropped_subscription_hands_its_messages_back() {
         let bus = MemoryBus::new();
-        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(3600));
+        let spec = work(Duration::from_secs(3600));
         let mut a = bus.subscribe(&spec).await.unwrap();
         publish(&bus, "q", "x").await;
         let held = a.next().await.unwrap();
@@ -1287,7 +1288,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn in_progress_extends_the_deadline() {
         let bus = MemoryBus::new();
-        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(10));
+        let spec = work(Duration::from_secs(10));
         let mut sub = bus.subscribe(&spec).await.unwrap();
         publish(&bus, "q", "x").await;
         let msg = sub.next().await.unwrap();
@@ -1446,7 +1447,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_message_a_consumer_still_needs_is_kept() {
         let bus = MemoryBus::with_retention(Retention::default().with_max_messages(2));
-        let spec = ConsumerSpec::new("work", ["q"]).with_ack_wait(Duration::from_secs(10));
+        let spec = work(Duration::from_secs(10));
         let mut sub = bus.subscribe(&spec).await.unwrap();
         publish(&bus, "q", "held").await;
         let held = sub.next().await.unwrap();
