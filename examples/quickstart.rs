@@ -245,12 +245,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         asked.arguments,
         &asked.fingerprint[..12]
     );
-    run.grant(
-        ApprovalDecision::new(call_id.clone())
-            .with_fingerprint(asked.fingerprint)
-            .with_approver("ops@example.com"),
-    )
-    .await?;
+    run.grant(ApprovalDecision::for_request(&asked).with_approver("ops@example.com"))
+        .await?;
     show(
         "send_payment(acct-bob, 1250)",
         &run.outcome(&call_id).await?,
@@ -271,7 +267,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "  approval requested for {} {}",
         asked.name, asked.arguments
     );
-    run.deny(ApprovalDecision::new(call_id.clone()).with_reason("amount above the daily limit"))
+    run.deny(ApprovalDecision::for_request(&asked).with_reason("amount above the daily limit"))
         .await?;
     show(
         "send_payment(acct-mallory, 990000)",

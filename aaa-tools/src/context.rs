@@ -128,7 +128,7 @@ impl StateMap {
 ///   the first execution. Hand the fence to downstream systems so they can reject writes
 ///   from an older attempt that is still running somewhere.
 /// - [`idempotency_key`](Self::idempotency_key): stable across every attempt and worker
-///   (`<run>/<call id>` unless the tool derives it from its arguments).
+///   (`<tenant>/<run>/<call id>` unless the tool derives it from its arguments).
 /// - [`cancelled`](Self::cancelled): resolves when the call is cancelled (timeout,
 ///   lost lease, shutdown); a long tool can stop early and cleanly.
 /// - [`meta`](Self::meta): free-form metadata sent with the request.
@@ -203,7 +203,7 @@ impl PermitSlot {
 
 impl ToolContext {
     /// A builder for a context outside an engine, with defaults: run `local`, a fresh
-    /// call id, tenant `default`, attempt and fence 1, key `<run>/<call id>`.
+    /// call id, tenant `default`, attempt and fence 1, key `<tenant>/<run>/<call id>`.
     pub fn builder() -> ToolContextBuilder {
         ToolContextBuilder::default()
     }
@@ -243,7 +243,7 @@ impl ToolContext {
     pub fn idempotency_key(&self) -> &str {
         let inner = &self.inner;
         inner.idempotency_key.get_or_init(|| {
-            crate::ids::concat(&[inner.run_id.as_str(), "/", inner.call_id.as_str()])
+            crate::names::idempotency_key(&inner.tenant, &inner.run_id, &inner.call_id)
         })
     }
 
@@ -343,7 +343,7 @@ impl fmt::Debug for ToolContext {
 /// use aaa_tools::{CallId, ToolContext};
 ///
 /// let ctx = ToolContext::builder().call_id(CallId::new("call_1").unwrap()).attempt(2).build();
-/// assert_eq!(ctx.idempotency_key(), "local/call_1");
+/// assert_eq!(ctx.idempotency_key(), "default/local/call_1");
 /// assert_eq!(ctx.fence(), 2);
 /// ```
 #[derive(Default)]
@@ -399,7 +399,7 @@ impl ToolContextBuilder {
         self
     }
 
-    /// Sets the idempotency key (default `<run>/<call id>`).
+    /// Sets the idempotency key (default `<tenant>/<run>/<call id>`).
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self

@@ -39,6 +39,13 @@ pub enum EngineError {
     /// The call is not in `outcome_unknown`.
     #[error("call {0} is not in outcome_unknown")]
     NotUnknown(CallId),
+    /// An approval decision names no fingerprint and does not say `any_arguments`.
+    #[error(
+        "the decision on call {0} is bound to no arguments: decide with \
+         `ApprovalDecision::for_request(&requested)` (bound to the arguments the approver \
+         saw), or say `.any_arguments()` explicitly"
+    )]
+    UnboundDecision(CallId),
 }
 
 /// Durable, guarded tool execution: a cheap-to-clone handle over a [`Bus`] and a
@@ -466,17 +473,28 @@ impl RunHandle {
 
     /// Grants a pending approval. Only this path (a program's signal into the run) can
     /// approve a call: nothing a tool or a model produces reaches it.
+    ///
+    /// The decision must be bound to the arguments the approver saw
+    /// ([`ApprovalDecision::for_request`]), or say explicitly that it approves any
+    /// ([`ApprovalDecision::any_arguments`]); otherwise this is
+    /// [`EngineError::UnboundDecision`] and nothing is sent. A decision that cannot
+    /// apply when it arrives (other arguments, a call not pending) changes nothing and
+    /// is answered on the run with an `aaa.approval.refused` fact saying why.
     pub async fn grant(&self, decision: ApprovalDecision) -> Result<(), EngineError> {
         self.signal(APPROVAL_GRANTED, decision).await
     }
 
-    /// Denies a pending approval; the reason reaches the model.
+    /// Denies a pending approval; the reason reaches the model. Bound like
+    /// [`grant`](Self::grant).
     pub async fn deny(&self, decision: ApprovalDecision) -> Result<(), EngineError> {
         self.signal(APPROVAL_DENIED, decision).await
     }
 
     async fn signal(&self, kind: &str, decision: ApprovalDecision) -> Result<(), EngineError> {
         let call_id = decision.call_id.clone();
+        if decision.fingerprint.is_none() && !decision.any_arguments {
+            return Err(EngineError::UnboundDecision(call_id));
+        }
         let data = serde_json::to_value(&decision).unwrap_or(Value::Null);
         let event = self.inner.engine.event(
             kind,

@@ -109,6 +109,7 @@ pub mod event;
 pub mod export;
 mod handler;
 mod ids;
+mod names;
 #[cfg(feature = "nats")]
 #[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
 pub mod nats;

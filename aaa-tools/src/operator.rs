@@ -5,8 +5,9 @@ use serde_json::Value;
 
 use crate::engine::{Engine, EngineError};
 use crate::event::{Resolved, TOOL_RESOLVED};
-use crate::handler::{call_of_key, guard_key, read_record, write_record};
+use crate::handler::{guard_key, read_record, write_record};
 use crate::ids::{CallId, RunId, TenantId};
+use crate::names::CallName;
 
 /// A call left in `outcome_unknown`: an `at_most_once` attempt was lost, and nobody
 /// knows whether it took effect.
@@ -40,7 +41,7 @@ impl Engine {
     /// Every call in `outcome_unknown`, in key order.
     pub async fn outcome_unknown_calls(&self) -> Result<Vec<UnknownCall>, EngineError> {
         let store = &**self.store();
-        let keys = store.keys("guard.").await?;
+        let keys = store.keys(&CallName::GuardKey.prefix()).await?;
         let mut found = Vec::new();
         for key in keys {
             let Some((record, _)) = read_record(store, &key).await? else {
@@ -49,7 +50,7 @@ impl Engine {
             if record.state != CallState::OutcomeUnknown {
                 continue;
             }
-            let Some((tenant, run, call_id)) = call_of_key(&key) else {
+            let Some((tenant, run, call_id)) = CallName::GuardKey.parse(&key) else {
                 continue;
             };
             found.push(UnknownCall {

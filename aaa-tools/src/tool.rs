@@ -442,7 +442,7 @@ impl Tool {
     }
 
     /// Derives the idempotency key from the (checked) arguments instead of
-    /// `<run>/<call id>`.
+    /// `<tenant>/<run>/<call id>`.
     pub fn with_idempotency_key<F>(self, key: F) -> Self
     where
         F: Fn(&Value) -> String + Send + Sync + 'static,

@@ -7,3 +7,28 @@ mod worker;
 
 pub use server::NatsServer;
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};
+
+/// A Python interpreter that can import `module`: `AAA_PYTHON` (the venv
+/// `scripts/test` makes), else `python3` on `PATH`. `None` (printing why) when there is
+/// none; a panic instead when `AAA_REQUIRE_PYTHON=1`: CI must not skip these tests.
+pub fn python_with(module: &str) -> Option<std::path::PathBuf> {
+    let python = std::env::var_os("AAA_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "python3".into());
+    let imports = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if imports {
+        return Some(python);
+    }
+    let reason = format!(
+        "{} cannot import {module} (scripts/test makes a venv with it and sets AAA_PYTHON)",
+        python.display()
+    );
+    if std::env::var("AAA_REQUIRE_PYTHON").as_deref() == Ok("1") {
+        panic!("AAA_REQUIRE_PYTHON=1 but {reason}");
+    }
+    eprintln!("SKIPPED: {reason}");
+    None
+}

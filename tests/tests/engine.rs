@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aaa_tools::bus::{Bus, MemoryBus};
-use aaa_tools::event::{self, APPROVAL_REQUESTED, ApprovalRequested, Event};
+use aaa_tools::event::{self, APPROVAL_REQUESTED, ApprovalRefused, ApprovalRequested, Event};
 use aaa_tools::{
     ApprovalDecision, CallId, Engine, FailureKind, GuardPolicy, MemoryStore, Outcome, PostCall,
     PreCall, RunHandle, RunId, State, TenantId, ToolCall, ToolContext, ToolError, ToolHandler,
@@ -215,6 +215,63 @@ async fn next_approval(run: &RunHandle) -> ApprovalRequested {
     panic!("the run ended without an approval request")
 }
 
+/// The approval request of `call` in the run.
+async fn next_approval_of(run: &RunHandle, call: &CallId) -> ApprovalRequested {
+    let mut facts = run.facts().await.unwrap();
+    while let Some(fact) = facts.next().await {
+        let fact = fact.unwrap();
+        if fact.kind == APPROVAL_REQUESTED {
+            let asked: ApprovalRequested = fact.data_as().unwrap();
+            if asked.call_id == *call {
+                return asked;
+            }
+        }
+    }
+    panic!("the run ended without an approval request for {call}")
+}
+
+/// The `nth` (from 1) `aaa.approval.refused` fact of the run, waiting for it.
+async fn next_refusal(run: &RunHandle, nth: usize) -> ApprovalRefused {
+    let mut facts = run.facts().await.unwrap();
+    let mut seen = 0;
+    let wait = async {
+        while let Some(fact) = facts.next().await {
+            let fact = fact.unwrap();
+            if fact.kind == aaa_tools::event::APPROVAL_REFUSED {
+                seen += 1;
+                if seen == nth {
+                    return fact.data_as().unwrap();
+                }
+            }
+        }
+        panic!("the run ended without refusal {nth}")
+    };
+    tokio::time::timeout(Duration::from_secs(10), wait)
+        .await
+        .expect("no approval decision was refused")
+}
+
+/// Whether the run holds an outcome fact for `call` now (a replay up to the present).
+async fn has_outcome(run: &RunHandle, call: &CallId) -> bool {
+    let mut facts = run.facts().await.unwrap();
+    // A marker published now: everything before it in the log has been replayed once
+    // the marker comes back.
+    let marker = run.request("no_such_tool_marker", json!({})).await.unwrap();
+    while let Some(fact) = facts.next().await {
+        let fact = fact.unwrap();
+        if fact.subject.as_deref() == Some(marker.as_str()) {
+            return false;
+        }
+        if (fact.kind == aaa_tools::event::TOOL_COMPLETED
+            || fact.kind == aaa_tools::event::TOOL_FAILED)
+            && fact.subject.as_deref() == Some(call.as_str())
+        {
+            return true;
+        }
+    }
+    false
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_completes_and_reads_its_context() {
     let w = world().await;
@@ -233,7 +290,7 @@ async fn a_call_completes_and_reads_its_context() {
     let outcome = run.call_all(vec![call]).await.unwrap().remove(0);
     assert_eq!(
         outcome.result().unwrap(),
-        &json!({"run": "run-1", "call": "call_7", "tenant": "acme", "attempt": 1, "fence": 1, "key": "run-1/call_7", "meta": {"user": "ada"}})
+        &json!({"run": "run-1", "call": "call_7", "tenant": "acme", "attempt": 1, "fence": 1, "key": "acme/run-1/call_7", "meta": {"user": "ada"}})
     );
 }
 
@@ -413,29 +470,41 @@ async fn approval_granted_runs_once_and_denied_tells_the_model_why() {
         (call_id.clone(), "pay")
     );
     assert_eq!(asked.arguments, json!({"to": "bob", "cents": 500}));
-    // A grant for other arguments does not approve this call.
+    // A decision bound to no arguments is refused before it is sent.
+    let unbound = run.grant(ApprovalDecision::new(call_id.clone())).await;
+    assert!(
+        matches!(unbound, Err(aaa_tools::EngineError::UnboundDecision(_))),
+        "{unbound:?}"
+    );
+    // A grant for other arguments does not approve this call: the worker says so, and
+    // the call is still pending when it has.
     run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint("0".repeat(64)))
         .await
         .unwrap();
-    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(asked.fingerprint.clone()))
+    let refused = next_refusal(&run, 1).await;
+    assert!(refused.reason.contains("other arguments"), "{refused:?}");
+    assert_eq!(w.seen.paid.load(Ordering::SeqCst), 0);
+    assert!(!has_outcome(&run, &call_id).await, "the wrong grant ran it");
+    run.grant(ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
     let outcome = run.outcome(&call_id).await.unwrap();
     assert_eq!(outcome.for_model(), "paid 500 to bob");
-    // A second grant does not run it again.
-    run.grant(ApprovalDecision::new(call_id.clone()))
+    // A second grant does not run it again: it is refused as no longer pending, and by
+    // then the tool has run once.
+    run.grant(ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
-    let probe = run.call("add", json!({"a": 2, "b": 2})).await.unwrap();
-    assert_eq!(probe.result(), Some(&json!(4)));
+    let refused = next_refusal(&run, 2).await;
+    assert!(refused.reason.contains("no longer pending"), "{refused:?}");
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 1);
 
     let denied = run
         .request("pay", json!({"to": "eve", "cents": 1}))
         .await
         .unwrap();
-    next_approval(&run).await;
-    run.deny(ApprovalDecision::new(denied.clone()).with_reason("eve is not a known payee"))
+    let asked = next_approval_of(&run, &denied).await;
+    run.deny(ApprovalDecision::for_request(&asked).with_reason("eve is not a known payee"))
         .await
         .unwrap();
     let outcome = run.outcome(&denied).await.unwrap();
@@ -458,12 +527,12 @@ async fn a_pending_approval_holds_no_pool_slot() {
         .request("pay", json!({"to": "bob", "cents": 5}))
         .await
         .unwrap();
-    next_approval(&run).await;
+    let asked = next_approval(&run).await;
     let holding = run.request("hold", json!({})).await.unwrap();
     w.gate.entered.notified().await;
     w.gate.release.notify_one();
     assert_eq!(run.outcome(&holding).await.unwrap().for_model(), "released");
-    run.grant(ApprovalDecision::new(pending.clone()))
+    run.grant(ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
     assert_eq!(
@@ -509,11 +578,11 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
         .request("pay", json!({"to": "bob", "cents": 7}))
         .await
         .unwrap();
-    next_approval(&run).await;
+    let asked = next_approval(&run).await;
     worker.shutdown(Duration::from_secs(1)).await;
 
     // The grant arrives while no worker is alive; a new worker runs the call once.
-    run.grant(ApprovalDecision::new(call_id.clone()))
+    run.grant(ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
     let second = Engine::new(bus.clone(), store.clone());
@@ -523,12 +592,16 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
         "paid 7 to bob"
     );
 
-    // A grant sent before the request was ever handled also counts, once.
+    // A grant sent before the request was ever handled counts, once, when it names the
+    // fingerprint of the request that comes.
     let early = CallId::new("call-early").unwrap();
-    run.grant(ApprovalDecision::new(early.clone()))
+    let arguments = json!({"to": "amy", "cents": 1});
+    let fingerprint =
+        aaa_tools::event::fingerprint(run.tenant(), run.run_id(), &early, "pay", &arguments);
+    run.grant(ApprovalDecision::new(early.clone()).with_fingerprint(fingerprint))
         .await
         .unwrap();
-    run.request_call(ToolCall::new("pay", json!({"to": "amy", "cents": 1})).with_id(early.clone()))
+    run.request_call(ToolCall::new("pay", arguments).with_id(early.clone()))
         .await
         .unwrap();
     assert_eq!(
@@ -570,7 +643,7 @@ async fn one_tenant_cannot_approve_another_tenants_call() {
     assert_eq!(probe.for_model(), "probe");
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 0);
     victim
-        .deny(ApprovalDecision::new(call_id.clone()))
+        .deny(ApprovalDecision::new(call_id.clone()).any_arguments())
         .await
         .unwrap();
     assert_eq!(
@@ -892,5 +965,137 @@ async fn a_result_over_the_size_limit_is_a_failure_the_model_can_act_on() {
         failure.message.contains("5002 bytes") && failure.message.contains("limit is 1000"),
         "{}",
         failure.message
+    );
+}
+
+/// The JSON of an event whose attributes say `tenant`/`run`, as any publisher may
+/// write it.
+fn raw_event(kind: &str, tenant: &str, run: &str, call: &str, data: Value) -> Vec<u8> {
+    json!({
+        "specversion": "1.0", "id": aaa_tools::new_call_id().as_str(), "source": "elsewhere",
+        "type": kind, "subject": call, "aaatenant": tenant, "aaarunid": run, "data": data,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_subject_decides_the_tenant_and_the_run() {
+    let w = world().await;
+    let (default, evil) = (TenantId::default(), TenantId::new("evil").unwrap());
+    let run_id = RunId::new("r-1").unwrap();
+    let victim = w.engine.run_for(default.clone(), run_id.clone());
+    let intruder = w.engine.run_for(evil.clone(), run_id.clone());
+    // A request on evil's subject that claims to be default's: refused on evil's run,
+    // naming both; it runs nowhere.
+    let request = raw_event(
+        event::TOOL_REQUESTED,
+        "default",
+        "r-1",
+        "c-evil",
+        json!({"call_id": "c-evil", "name": "add", "arguments": {"a": 1, "b": 1}}),
+    );
+    w.engine
+        .bus()
+        .publish("aaa.evil.r-1.tool.requested", request.into(), None)
+        .await
+        .unwrap();
+    let outcome = intruder
+        .outcome(&CallId::new("c-evil").unwrap())
+        .await
+        .unwrap();
+    let (kind, message) = failure(&outcome);
+    assert_eq!(kind, FailureKind::BadRequest);
+    assert!(
+        message.contains("tenant `default`") && message.contains("tenant `evil`"),
+        "{message}"
+    );
+    // A request on run r-1's subject whose attributes name run r-2 answers on r-1.
+    let other_run = raw_event(
+        event::TOOL_REQUESTED,
+        "default",
+        "r-2",
+        "c-run",
+        json!({"call_id": "c-run", "name": "add", "arguments": {"a": 1, "b": 1}}),
+    );
+    w.engine
+        .bus()
+        .publish("aaa.default.r-1.tool.requested", other_run.into(), None)
+        .await
+        .unwrap();
+    let outcome = victim
+        .outcome(&CallId::new("c-run").unwrap())
+        .await
+        .unwrap();
+    assert!(failure(&outcome).1.contains("run `r-2`"), "{outcome:?}");
+
+    // A grant on evil's subject that claims default's pending call changes nothing.
+    let call_id = victim
+        .request("pay", json!({"to": "bob", "cents": 3}))
+        .await
+        .unwrap();
+    let asked = next_approval_of(&victim, &call_id).await;
+    let grant = raw_event(
+        event::APPROVAL_GRANTED,
+        "default",
+        "r-1",
+        call_id.as_str(),
+        json!({"call_id": call_id.as_str(), "fingerprint": asked.fingerprint}),
+    );
+    w.engine
+        .bus()
+        .publish("aaa.evil.r-1.approval.granted", grant.into(), None)
+        .await
+        .unwrap();
+    let refused = next_refusal(&intruder, 1).await;
+    assert!(
+        refused.reason.contains("the subject decides"),
+        "{refused:?}"
+    );
+    assert_eq!(w.seen.paid.load(Ordering::SeqCst), 0);
+    assert!(!has_outcome(&victim, &call_id).await);
+    victim
+        .deny(ApprovalDecision::for_request(&asked))
+        .await
+        .unwrap();
+    assert_eq!(
+        failure(&victim.outcome(&call_id).await.unwrap()).0,
+        FailureKind::Denied
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_early_grant_without_a_fingerprint_approves_nothing() {
+    let (seen, gate, bus) = (
+        Arc::new(Seen::default()),
+        Arc::new(Gate::default()),
+        MemoryBus::new(),
+    );
+    let engine = Engine::new(bus.clone(), MemoryStore::new());
+    let _worker = handler(&seen, &gate).attach(&engine).await.unwrap();
+    let run = engine.new_run();
+    let early = CallId::new("call-early").unwrap();
+    run.grant(ApprovalDecision::new(early.clone()).any_arguments())
+        .await
+        .unwrap();
+    // The grant is stored (acknowledged) before the request is published.
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        bus.until_settled("aaa-approval-signals"),
+    )
+    .await
+    .expect("the early grant was handled");
+    run.request_call(ToolCall::new("pay", json!({"to": "amy", "cents": 1})).with_id(early.clone()))
+        .await
+        .unwrap();
+    // A human is asked all the same, and nothing ran.
+    let asked = next_approval_of(&run, &early).await;
+    assert_eq!(seen.paid.load(Ordering::SeqCst), 0);
+    run.grant(ApprovalDecision::for_request(&asked))
+        .await
+        .unwrap();
+    assert_eq!(
+        run.outcome(&early).await.unwrap().for_model(),
+        "paid 1 to amy"
     );
 }

@@ -214,7 +214,7 @@ async fn a_dropped_worker_is_taken_over_with_attempt_two_and_the_same_key() {
     assert_eq!(outcome.for_model(), "invoice-7 done by attempt 2");
 
     let keys = system.probe.keys.lock().unwrap().clone();
-    let expected_key = format!("{}/{}", run.run_id(), call_id);
+    let expected_key = format!("{}/{}/{}", run.tenant(), run.run_id(), call_id);
     assert_eq!(keys, [(1, expected_key.clone()), (2, expected_key)]);
     let taken: AttemptFact = facts_of(&run, event::TAKEN_OVER, 1).await[0]
         .data_as()
@@ -650,13 +650,14 @@ async fn a_pending_approval_whose_write_answer_was_lost_is_still_asked_for() {
     let call_id = run.request("approved_count", json!({})).await.unwrap();
     // The pending record was written but the worker saw a timeout; the request comes
     // back, and a human is asked all the same.
-    tokio::time::timeout(
+    let asked = tokio::time::timeout(
         Duration::from_secs(60),
         facts_of(&run, event::APPROVAL_REQUESTED, 1),
     )
     .await
     .expect("the approval was never requested");
-    run.grant(aaa_tools::ApprovalDecision::new(call_id.clone()))
+    let asked: event::ApprovalRequested = asked[0].data_as().unwrap();
+    run.grant(aaa_tools::ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
     let outcome = run.outcome(&call_id).await.unwrap();

@@ -344,8 +344,8 @@ async fn server_restart_under_load(signal: &'static str) {
     let counts = cluster.ledger.counts();
     assert_eq!(counts.len(), calls.len(), "every call ran: {counts:?}");
     for (tool, call) in &calls {
-        // The default idempotency key is `<run>/<call id>`.
-        let key = format!("{}/{call}", run.run_id());
+        // The default idempotency key is `<tenant>/<run>/<call id>`.
+        let key = format!("{}/{}/{call}", run.tenant(), run.run_id());
         let (starts, dones) = counts[&key];
         assert!(dones >= 1, "{key} never finished");
         if *tool == "work_once" {
@@ -537,15 +537,15 @@ async fn an_approval_granted_while_no_worker_is_alive_runs_once_on_a_later_worke
         .request("approved", json!({"ms": 10, "tag": "approve"}))
         .await
         .unwrap();
-    fact(
+    let asked: event::ApprovalRequested = fact(
         &run,
         event::APPROVAL_REQUESTED,
         Duration::from_secs(10),
-        |_: &Value| true,
+        |_: &event::ApprovalRequested| true,
     )
     .await;
     first.kill().await;
-    run.grant(ApprovalDecision::new(call.clone()).with_approver("test"))
+    run.grant(ApprovalDecision::for_request(&asked).with_approver("test"))
         .await
         .unwrap();
     let _later = cluster.worker(&settings).await;

@@ -100,8 +100,8 @@ async fn ten_thousand_calls_with_random_kills_lose_nothing() {
         *kinds
             .entry(format!("{} {kind}", outcome.name()))
             .or_default() += 1;
-        // The default idempotency key is `<run>/<call id>`.
-        let key = format!("{}/{}", run.run_id(), outcome.call_id());
+        // The default idempotency key is `<tenant>/<run>/<call id>`.
+        let key = format!("{}/{}/{}", run.tenant(), run.run_id(), outcome.call_id());
         let (starts, dones) = counts.get(&key).copied().unwrap_or_default();
         most_starts = most_starts.max(starts);
         if outcome.is_ok() {

@@ -65,6 +65,15 @@ pub enum BusError {
         /// Why.
         detail: String,
     },
+    /// A message larger than the bus takes in one piece ([`Bus::max_payload`]). Never
+    /// transient: sending it again fails again.
+    #[error("a message of {size} bytes is larger than the bus's limit of {limit} bytes")]
+    TooLarge {
+        /// The message's size, headers included.
+        size: usize,
+        /// The bus's limit.
+        limit: usize,
+    },
 }
 
 impl BusError {
@@ -272,6 +281,14 @@ pub trait Bus: Send + Sync + 'static {
     /// use).
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>>;
 
+    /// The largest message the bus takes, in bytes, when it has a limit (a NATS
+    /// server's `max_payload`, which counts headers too). A publish past it fails with
+    /// [`BusError::TooLarge`]; the engine keeps every fact it publishes within it. The
+    /// default: no limit.
+    fn max_payload(&self) -> Option<usize> {
+        None
+    }
+
     /// Every stored message matching `filter`, from the start of the log, then new ones
     /// as they arrive.
     fn replay<'a>(
@@ -395,6 +412,9 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     }
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {
         (**self).subscribe(spec)
+    }
+    fn max_payload(&self) -> Option<usize> {
+        (**self).max_payload()
     }
     fn replay<'a>(
         &'a self,

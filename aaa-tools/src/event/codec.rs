@@ -48,8 +48,8 @@ struct WireIn<'a, T> {
     id: serde::de::IgnoredAny,
     #[allow(dead_code)]
     source: serde::de::IgnoredAny,
-    #[allow(dead_code)]
-    time: serde::de::IgnoredAny,
+    #[serde(default, borrow)]
+    time: Option<Cow<'a, str>>,
     #[serde(rename = "type")]
     kind: String,
     aaarunid: RunId,
@@ -65,6 +65,7 @@ impl<T: serde::de::DeserializeOwned> Parsed<T> {
         if let Ok(wire) = serde_json::from_slice::<WireIn<'_, T>>(bytes)
             && wire.specversion == "1.0"
         {
+            super::check_time(wire.time.as_deref())?;
             return Ok(Parsed {
                 kind: Cow::Owned(wire.kind),
                 tenant: wire.aaatenant,
@@ -158,7 +159,7 @@ fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Resul
 pub(crate) enum DraftId {
     /// A random UUID, hyphenated, lower case.
     Fresh([u8; 36]),
-    /// `outcome-<tenant>-<run>-<call>`.
+    /// `outcome.<tenant>.<run>.<call>` (see [`names`](crate::names)).
     Outcome {
         tenant: TenantId,
         run: RunId,
@@ -189,14 +190,9 @@ impl DraftId {
             DraftId::Fresh(text) => {
                 ShortText::concat(&[std::str::from_utf8(text).expect("a hyphenated UUID is ASCII")])
             }
-            DraftId::Outcome { tenant, run, call } => ShortText::concat(&[
-                "outcome-",
-                tenant.as_str(),
-                "-",
-                run.as_str(),
-                "-",
-                call.as_str(),
-            ]),
+            DraftId::Outcome { tenant, run, call } => {
+                crate::names::CallName::OutcomeId.of(tenant, run, call)
+            }
         }
     }
 }
@@ -429,13 +425,47 @@ mod tests {
             (TOOL_COMPLETED, run.clone(), data.clone())
         );
         // What the one-pass parse rejects gets the two-pass errors.
-        let no_data = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t"});
+        let no_data = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t", "aaarunid": "r", "aaatenant": "t"});
         let error =
             Parsed::<ToolCompleted>::from_bytes(no_data.to_string().as_bytes()).unwrap_err();
         assert!(error.to_string().contains("invalid data"), "{error}");
         let old = json!({"specversion": "0.3", "id": "1", "source": "s", "type": "t", "time": "x", "aaarunid": "r", "aaatenant": "t", "data": {}});
         let error = Parsed::<Value>::from_bytes(old.to_string().as_bytes()).unwrap_err();
         assert!(error.to_string().contains("specversion"), "{error}");
+    }
+
+    #[test]
+    fn events_follow_cloudevents_on_optional_attributes() {
+        let minimal = json!({"specversion": "1.0", "id": "1", "source": "s", "type": "t",
+            "aaarunid": "r", "aaatenant": "t", "data": {"x": 1}});
+        let with = |key: &str, value: Value| {
+            let mut event = minimal.clone();
+            event[key] = value;
+            event.to_string()
+        };
+        // No `time`, `datacontenttype` or `subject`: accepted, on both paths.
+        let parsed = Parsed::<Value>::from_bytes(minimal.to_string().as_bytes()).unwrap();
+        assert_eq!(parsed.data, json!({"x": 1}));
+        let event = Event::from_bytes(minimal.to_string().as_bytes()).unwrap();
+        assert_eq!((event.time, event.subject), (None, None));
+        // A `time` with an offset and a fraction, and an unknown extension: accepted.
+        for ok in [
+            with("time", json!("2026-12-06T10:20:30.5+02:00")),
+            with("someextension", json!("whatever")),
+        ] {
+            Parsed::<Value>::from_bytes(ok.as_bytes()).unwrap();
+            Event::from_bytes(ok.as_bytes()).unwrap();
+        }
+        // A `time` that is not RFC 3339: refused, naming it, on both paths.
+        for bad in ["not a time", "2026-12-06 10:20:30", "2026-13-06T10:20:30Z"] {
+            let text = with("time", json!(bad));
+            let error = Parsed::<Value>::from_bytes(text.as_bytes()).unwrap_err();
+            assert!(
+                error.to_string().contains("not an RFC 3339 time"),
+                "{error}"
+            );
+            assert!(Event::from_bytes(text.as_bytes()).is_err());
+        }
     }
 
     #[test]

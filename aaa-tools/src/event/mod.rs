@@ -10,12 +10,17 @@
 //! | `id` | unique per event (a UUID; for an outcome fact, see below); the bus de-duplicates outcome facts and signals (`Engine::publish`) by it |
 //! | `source` | who published it, e.g. `aaa-tools/engine/4f1c…` |
 //! | `type` | one of the types below |
-//! | `time` | RFC 3339, UTC |
-//! | `datacontenttype` | `"application/json"` |
-//! | `subject` | the call id, when the event is about one call |
+//! | `time` | RFC 3339, UTC (OPTIONAL on input; when present it must be RFC 3339) |
+//! | `datacontenttype` | `"application/json"` (OPTIONAL on input) |
+//! | `subject` | the call id, when the event is about one call (OPTIONAL on input) |
 //! | `aaarunid` | extension: the run id |
 //! | `aaatenant` | extension: the tenant id |
 //! | `data` | the payload, a JSON object |
+//!
+//! What the engine writes has every attribute above. What it reads follows
+//! CloudEvents 1.0: only `specversion`, `id`, `source` and `type` are REQUIRED by the
+//! spec (the engine also needs its two extensions and `data`); absent OPTIONAL
+//! attributes are accepted, and unknown extension attributes are ignored.
 //!
 //! Types and their `data`:
 //!
@@ -25,8 +30,9 @@
 //! | `aaa.tool.completed` | `{call_id, name, result, attempt}` |
 //! | `aaa.tool.failed` | `{call_id, name, kind, message, attempt}`; `kind` is a [`FailureKind`] |
 //! | `aaa.approval.requested` | `{call_id, name, arguments, fingerprint, reason?}` |
-//! | `aaa.approval.granted` | `{call_id, fingerprint?, approver?}` |
-//! | `aaa.approval.denied` | `{call_id, reason?, fingerprint?, approver?}` |
+//! | `aaa.approval.granted` | `{call_id, fingerprint?, any_arguments?, approver?}` |
+//! | `aaa.approval.denied` | `{call_id, reason?, fingerprint?, any_arguments?, approver?}` |
+//! | `aaa.approval.refused` | `{call_id, decision, decision_id, reason}`: a decision that did not apply (`decision` is its type, `decision_id` its event id); nothing changed |
 //! | `aaa.guard.attempt_started` | `{call_id, name, attempt, worker}` |
 //! | `aaa.guard.taken_over` | `{call_id, name, attempt, worker, previous_attempt, previous_worker}` |
 //! | `aaa.guard.lease_lost` | `{call_id, name, attempt, worker}` |
@@ -48,8 +54,13 @@
 //! run's subjects; they are not events. See [`nats`](crate::nats).)
 //!
 //! An outcome fact's id (its de-duplication id on the bus) is
-//! `outcome-<tenant>-<run>-<call id>`, the same for every attempt, so a republished
-//! outcome is dropped by the bus's de-duplication. A request is published with no
+//! `outcome.<tenant>.<run>.<call id>`, the same for every attempt, so a republished
+//! outcome is dropped by the bus's de-duplication; an approval request's is
+//! `approval-requested.<tenant>.<run>.<call id>`. Ids never hold `.`, so no two calls
+//! share either (see the table of every derived name in `names.rs`). Versions before
+//! 0.2 joined these ids with `-`, which let two calls collide (run `c-1` call `x` and
+//! run `c` call `1-x`); nothing reads a message id back, so a stream written by an
+//! older version reads as before. A request is published with no
 //! de-duplication id: its id is fresh, so no other publish repeats it (asking again
 //! for the same call publishes a new event), and the guard runs a call id once however
 //! often its request arrives.
@@ -95,6 +106,8 @@ pub const APPROVAL_REQUESTED: &str = "aaa.approval.requested";
 pub const APPROVAL_GRANTED: &str = "aaa.approval.granted";
 /// `aaa.approval.denied`.
 pub const APPROVAL_DENIED: &str = "aaa.approval.denied";
+/// `aaa.approval.refused`: a decision that could not apply, and why.
+pub const APPROVAL_REFUSED: &str = "aaa.approval.refused";
 /// `aaa.guard.attempt_started`.
 pub const ATTEMPT_STARTED: &str = "aaa.guard.attempt_started";
 /// `aaa.guard.taken_over`.
@@ -105,6 +118,22 @@ pub const LEASE_LOST: &str = "aaa.guard.lease_lost";
 pub const STALE_RESULT: &str = "aaa.tool.stale_result";
 /// `aaa.tool.resolved`.
 pub const TOOL_RESOLVED: &str = "aaa.tool.resolved";
+
+/// Every event type the engine publishes.
+pub const ALL_TYPES: [&str; 12] = [
+    TOOL_REQUESTED,
+    TOOL_COMPLETED,
+    TOOL_FAILED,
+    APPROVAL_REQUESTED,
+    APPROVAL_GRANTED,
+    APPROVAL_DENIED,
+    APPROVAL_REFUSED,
+    ATTEMPT_STARTED,
+    TAKEN_OVER,
+    LEASE_LOST,
+    STALE_RESULT,
+    TOOL_RESOLVED,
+];
 
 /// A CloudEvents 1.0 event (see the [module docs](self) for the wire format).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,9 +147,11 @@ pub struct Event {
     /// The event type, e.g. `aaa.tool.completed`.
     #[serde(rename = "type")]
     pub kind: String,
-    /// When it was published, RFC 3339.
-    pub time: String,
-    /// Always `"application/json"`.
+    /// When it was published, RFC 3339. OPTIONAL in CloudEvents: an event without it is
+    /// accepted; one with a `time` that is not RFC 3339 is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// `"application/json"` (assumed when absent).
     #[serde(default = "json_content_type")]
     pub datacontenttype: String,
     /// The call id, for events about one call.
@@ -154,7 +185,7 @@ impl Event {
             id: new_event_id(),
             source: source.to_owned(),
             kind: kind.to_owned(),
-            time: now_rfc3339(),
+            time: Some(now_rfc3339()),
             datacontenttype: json_content_type(),
             subject: call.map(|c| c.as_str().to_owned()),
             aaarunid: run.clone(),
@@ -184,6 +215,7 @@ impl Event {
                 event.specversion
             )));
         }
+        check_time(event.time.as_deref())?;
         Ok(event)
     }
 
@@ -201,6 +233,22 @@ impl Event {
     }
 }
 
+/// Checks an event's `time`, when it has one: RFC 3339, as CloudEvents requires. The
+/// `time` crate parses it (offsets and fractions included); it is already in the tree
+/// of every user of the `nats` feature.
+pub(crate) fn check_time(time: Option<&str>) -> Result<(), EventError> {
+    use time::format_description::well_known::Rfc3339;
+    match time {
+        Some(text) if time::OffsetDateTime::parse(text, &Rfc3339).is_err() => {
+            let shown: String = text.chars().take(40).collect();
+            Err(EventError(format!(
+                "`time` {shown:?} is not an RFC 3339 time (e.g. 2026-12-06T10:20:30Z)"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A random (version 4) UUID from the thread-local generator: no system call per id.
 pub(crate) fn fast_uuid() -> uuid::Uuid {
     uuid::Builder::from_random_bytes(rand::random()).into_uuid()
@@ -213,13 +261,12 @@ pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
 
 /// [`subject`], on the stack: what a publish needs for as long as it takes.
 pub(crate) fn subject_text(tenant: &TenantId, run: &RunId, kind: &str) -> ShortText {
-    let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-    ShortText::concat(&["aaa.", tenant.as_str(), ".", run.as_str(), ".", suffix])
+    crate::names::subject(tenant, run, kind)
 }
 
 /// The filter matching every event of a run.
 pub fn run_filter(tenant: &TenantId, run: &RunId) -> String {
-    format!("aaa.{tenant}.{run}.>")
+    crate::names::run_filter(tenant, run)
 }
 
 /// An event that could not be read.
@@ -360,6 +407,26 @@ pub struct ApprovalDecision {
     /// Who decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approver: Option<String>,
+    /// Set when the decision names no fingerprint on purpose: it applies to the pending
+    /// call whatever its arguments. Without it (and without a fingerprint) a decision
+    /// is refused. Never pre-approves a request not yet seen.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub any_arguments: bool,
+}
+
+/// `data` of `aaa.approval.refused`: a decision that did not apply. Nothing changed;
+/// a pending call stays pending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ApprovalRefused {
+    /// The call the decision named.
+    pub call_id: CallId,
+    /// The decision's type (`aaa.approval.granted` or `aaa.approval.denied`).
+    pub decision: String,
+    /// The decision's event id.
+    pub decision_id: String,
+    /// Why it did not apply.
+    pub reason: String,
 }
 
 impl ApprovalDecision {
@@ -370,7 +437,21 @@ impl ApprovalDecision {
             fingerprint: None,
             reason: None,
             approver: None,
+            any_arguments: false,
         }
+    }
+
+    /// A decision bound to the call and the arguments of `request`, by its fingerprint:
+    /// the way to decide on what a human saw.
+    pub fn for_request(request: &ApprovalRequested) -> Self {
+        ApprovalDecision::new(request.call_id.clone()).with_fingerprint(request.fingerprint.clone())
+    }
+
+    /// Applies the decision to the pending call whatever its arguments (no fingerprint):
+    /// recorded in the decision fact as `any_arguments: true`.
+    pub fn any_arguments(mut self) -> Self {
+        self.any_arguments = true;
+        self
     }
 
     /// Binds the decision to a fingerprint.

@@ -10,12 +10,13 @@ use serde_json::{Map, Value};
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
 use super::records::{self, ApprovalRecord, ApprovalState, approval_key};
-use super::{guarded, lease};
+use super::{bounds, guarded, lease};
 use crate::bus::{Message, Payload};
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalDecision,
-    ApprovalRequested, Event, FailureKind,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REFUSED, APPROVAL_REQUESTED,
+    ApprovalDecision, ApprovalRefused, ApprovalRequested, Event, FailureKind,
 };
+use crate::names::{self, CallName};
 
 pub(super) async fn request_approval(
     core: &Core,
@@ -25,6 +26,22 @@ pub(super) async fn request_approval(
     reason: Option<String>,
     message: &Message,
 ) -> Disposition {
+    let retry = entry.handler.result_retry.clone();
+    // The approval request carries the arguments whole (the human approves what they
+    // see), so they must fit in one fact.
+    let bus = &**core.engine.bus();
+    if let Some(room) = bounds::fact_room(bus) {
+        let size = crate::args::json_len(&arguments);
+        if size > room {
+            let text = format!(
+                "the arguments ({size} bytes) are too large to ask a human for approval: an \
+                 approval request shows them whole, and one message on this bus holds at most \
+                 {room} bytes of them; the call did not run"
+            );
+            let outcome = call.failed(FailureKind::BadRequest, text, 0);
+            return call::ack_if(call::publish_outcome(core, &retry, call, outcome).await);
+        }
+    }
     let store = &**core.engine.store();
     let key = approval_key(&call.tenant, &call.run, &call.call_id);
     let fingerprint = event::fingerprint(
@@ -34,7 +51,6 @@ pub(super) async fn request_approval(
         &call.name,
         &arguments,
     );
-    let retry = entry.handler.result_retry.clone();
     let pending = ApprovalRecord {
         state: ApprovalState::Pending,
         name: call.name.clone(),
@@ -65,27 +81,29 @@ pub(super) async fn request_approval(
                 .create(&key, records::encode(&pending))
                 .await
                 .map(|_| Decision::AskHuman),
+            Some((early, revision))
+                if matches!(
+                    early.state,
+                    ApprovalState::EarlyGranted | ApprovalState::EarlyDenied
+                ) && early.fingerprint.as_deref() != Some(fingerprint.as_str()) =>
+            {
+                // A decision that came first applies only to the request it names: one
+                // without a fingerprint, or for other arguments, pre-approves nothing.
+                tracing::warn!(call_id = %call.call_id, "a decision that came before its request names no fingerprint or other arguments; asking a human");
+                store
+                    .update(&key, records::encode(&pending), revision)
+                    .await
+                    .map(|_| Decision::AskHuman)
+            }
             Some((early, revision)) if early.state == ApprovalState::EarlyGranted => {
-                if early
-                    .fingerprint
-                    .as_ref()
-                    .is_some_and(|f| *f != fingerprint)
-                {
-                    tracing::warn!(call_id = %call.call_id, "an early grant was for other arguments; asking a human");
-                    store
-                        .update(&key, records::encode(&pending), revision)
-                        .await
-                        .map(|_| Decision::AskHuman)
-                } else {
-                    let granted = ApprovalRecord {
-                        state: ApprovalState::Granted,
-                        ..pending.clone()
-                    };
-                    store
-                        .update(&key, records::encode(&granted), revision)
-                        .await
-                        .map(|r| Decision::Run(r, Box::new(granted)))
-                }
+                let granted = ApprovalRecord {
+                    state: ApprovalState::Granted,
+                    ..pending.clone()
+                };
+                store
+                    .update(&key, records::encode(&granted), revision)
+                    .await
+                    .map(|r| Decision::Run(r, Box::new(granted)))
             }
             Some((early, revision)) if early.state == ApprovalState::EarlyDenied => {
                 let done = ApprovalRecord {
@@ -141,10 +159,9 @@ pub(super) async fn request_approval(
         Some(&call.call_id),
         serde_json::to_value(&data).unwrap_or(Value::Null),
     );
-    event.id = format!(
-        "approval-requested-{}-{}-{}",
-        call.tenant, call.run, call.call_id
-    );
+    event.id = CallName::ApprovalRequestedId
+        .of(&call.tenant, &call.run, &call.call_id)
+        .to_string();
     let (subject, id) = (event.bus_subject(), event.id.clone());
     let payload = Payload::from(event.to_bytes());
     let published = retry
@@ -239,15 +256,36 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
         }
     };
     let granted = event.kind == APPROVAL_GRANTED;
+    // The subject decides the tenant and the run (see `handle_request`).
+    let Some((tenant, run)) = names::run_of_subject(&message.subject) else {
+        tracing::error!(subject = %message.subject, "an approval decision outside the run subjects; dropping it");
+        return Disposition::Term;
+    };
+    let mut call = Call {
+        tenant,
+        run,
+        call_id: decision.call_id.clone(),
+        name: SharedStr::default(),
+        meta: Map::new(),
+    };
+    if event.aaatenant != call.tenant || event.aaarunid != call.run {
+        let why = format!(
+            "its attributes name tenant `{}` and run `{}`, but it was published on the subject \
+             of tenant `{}` and run `{}`, and the subject decides",
+            event.aaatenant, event.aaarunid, call.tenant, call.run
+        );
+        return refuse_decision(core, &call, &event, why).await;
+    }
     let store = &**core.engine.store();
-    let key = approval_key(&event.aaatenant, &event.aaarunid, &decision.call_id);
+    let key = approval_key(&call.tenant, &call.run, &decision.call_id);
     loop {
         let current = match records::read::<ApprovalRecord>(store, &key).await {
             Ok(current) => current,
             Err(error) => return store_failed(&error, "decision"),
         };
         let Some((record, revision)) = current else {
-            // The decision came first: keep it for when the request arrives.
+            // The decision came first: keep it for when the request arrives, which
+            // applies it only if it names that request's fingerprint.
             let early = ApprovalRecord {
                 state: if granted {
                     ApprovalState::EarlyGranted
@@ -268,27 +306,22 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 Err(error) => return store_failed(&error, "decision"),
             }
         };
-        let call = Call {
-            tenant: event.aaatenant.clone(),
-            run: event.aaarunid.clone(),
-            call_id: decision.call_id.clone(),
-            name: record.name.clone(),
-            meta: record.meta.clone(),
-        };
+        call.name = record.name.clone();
+        call.meta = record.meta.clone();
         let resumed = record.state == ApprovalState::Granted
             && granted
             && record.granted_by.as_deref() == Some(event.id.as_str());
         if record.state != ApprovalState::Pending && !resumed {
-            // A second decision, or one for a settled call: nothing to do.
-            return Disposition::Ack;
+            let why = match record.state {
+                ApprovalState::EarlyGranted | ApprovalState::EarlyDenied => {
+                    "a decision for this call is already waiting for its request"
+                }
+                _ => "the call is no longer pending: it was decided already, or has finished",
+            };
+            return refuse_decision(core, &call, &event, why.to_owned()).await;
         }
-        if decision
-            .fingerprint
-            .as_ref()
-            .is_some_and(|f| Some(f) != record.fingerprint.as_ref())
-        {
-            tracing::warn!(call_id = %call.call_id, "an approval decision named other arguments; ignoring it");
-            return Disposition::Ack;
+        if let Err(why) = binds(&decision, record.fingerprint.as_deref()) {
+            return refuse_decision(core, &call, &event, why).await;
         }
         if !granted {
             let done = ApprovalRecord {
@@ -337,6 +370,43 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
     }
 }
 
+/// Whether `decision` applies to a pending call whose request had `fingerprint`: it
+/// must name that fingerprint, or say explicitly that it approves any arguments.
+fn binds(decision: &ApprovalDecision, fingerprint: Option<&str>) -> Result<(), String> {
+    match (&decision.fingerprint, fingerprint) {
+        (Some(named), Some(pending)) if named == pending => Ok(()),
+        (Some(_), _) => Err(
+            "it names the fingerprint of other arguments than the pending \
+             call's; the call stays pending"
+                .to_owned(),
+        ),
+        (None, _) if decision.any_arguments => Ok(()),
+        (None, _) => Err(
+            "it names no fingerprint and does not say `any_arguments`; a decision \
+             is bound to the arguments it saw (the fingerprint of `aaa.approval.requested`), \
+             and the call stays pending"
+                .to_owned(),
+        ),
+    }
+}
+
+/// Drops a decision that cannot apply, with a warning and an `aaa.approval.refused`
+/// fact on the subject's own run saying why; nothing else changes.
+async fn refuse_decision(core: &Core, call: &Call, event: &Event, reason: String) -> Disposition {
+    tracing::warn!(
+        call_id = %call.call_id, tenant = %call.tenant, run = %call.run, %reason,
+        "an approval decision was refused"
+    );
+    let data = ApprovalRefused {
+        call_id: call.call_id.clone(),
+        decision: event.kind.clone(),
+        decision_id: event.id.clone(),
+        reason,
+    };
+    call::publish_fact(core, call, APPROVAL_REFUSED, data).await;
+    Disposition::Ack
+}
+
 /// Fails pending approvals whose deadline passed. Every worker sweeps; the
 /// compare-and-set on the record lets exactly one of them publish the failure.
 pub(super) async fn sweep_approvals(core: Arc<Core>) {
@@ -355,12 +425,13 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             _ = tokio::time::sleep(interval) => {}
             _ = core.stop.cancelled() => return,
         }
-        let Ok(keys): Result<Vec<String>, _> = store.keys("approval-due.").await else {
+        let Ok(keys): Result<Vec<String>, _> = store.keys(&CallName::ApprovalDueKey.prefix()).await
+        else {
             continue;
         };
         let now = records::now_ms();
         for due in keys {
-            let Some((tenant, run, call_id)) = records::call_of_key(&due) else {
+            let Some((tenant, run, call_id)) = CallName::ApprovalDueKey.parse(&due) else {
                 continue;
             };
             let key = approval_key(&tenant, &run, &call_id);

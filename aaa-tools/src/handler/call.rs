@@ -8,9 +8,10 @@ use aaa_guard::{RecordedOutcome, SharedStr};
 use serde_json::{Map, Value};
 
 use super::RetryPolicy;
+use super::bounds;
 use super::core::Core;
 use super::policy::PolicyCall;
-use crate::bus::Message;
+use crate::bus::{BusError, Message};
 use crate::event::{
     Draft, DraftId, FailureKind, TOOL_COMPLETED, TOOL_FAILED, ToolCompleted, ToolFailed,
 };
@@ -62,13 +63,24 @@ impl Call {
         message: impl Into<String>,
         attempt: u32,
     ) -> Outcome {
-        Outcome::Failed(ToolFailed {
+        Outcome::Failed(self.failure(kind, message, attempt))
+    }
+
+    /// The data of a failure of this call; the message is cut to
+    /// [`MESSAGE_ECHO`](bounds::MESSAGE_ECHO) bytes.
+    fn failure(&self, kind: FailureKind, message: impl Into<String>, attempt: u32) -> ToolFailed {
+        let message = message.into();
+        let message = match bounds::cut(&message, bounds::MESSAGE_ECHO) {
+            Cow::Borrowed(_) => message,
+            Cow::Owned(short) => short,
+        };
+        ToolFailed {
             call_id: self.call_id.clone(),
             name: self.name.clone(),
             kind,
-            message: message.into(),
+            message,
             attempt,
-        })
+        }
     }
 
     /// The outcome fact of this call, of type `kind`: named by [`outcome_id`], so a
@@ -160,16 +172,58 @@ impl Prepared {
         core: &'a Core,
         retry: &'a RetryPolicy,
     ) -> impl Future<Output = bool> + Send + use<'a> {
-        async move {
-            let bus = core.engine.bus();
-            let published = retry
-                .run(|| bus.publish(&self.subject, self.payload.clone(), Some(&self.id)))
-                .await;
-            if let Err(error) = &published {
-                let kind = &self.kind;
-                tracing::error!(%error, %kind, "could not publish a fact");
+        async move { self.try_publish(core, retry).await.is_ok() }
+    }
+
+    /// As [`publish`](Self::publish), with the error (logged once here).
+    async fn try_publish(&self, core: &Core, retry: &RetryPolicy) -> Result<(), BusError> {
+        let bus = core.engine.bus();
+        let published = retry
+            .run(|| bus.publish(&self.subject, self.payload.clone(), Some(&self.id)))
+            .await;
+        if let Err(error) = &published {
+            let kind = &self.kind;
+            tracing::error!(%error, %kind, "could not publish a fact");
+        }
+        published
+    }
+}
+
+/// What an outcome is replaced by when the bus refuses it as too large: the call's
+/// ids and name (shared, so keeping them costs no copy on the path where the outcome
+/// fits), made into a short failure fact only when needed.
+struct TooLargeFallback {
+    call: Call,
+}
+
+impl TooLargeFallback {
+    fn of(call: &Call) -> TooLargeFallback {
+        TooLargeFallback {
+            call: Call {
+                tenant: call.tenant.clone(),
+                run: call.run.clone(),
+                call_id: call.call_id.clone(),
+                name: call.name.clone(),
+                meta: Map::new(),
+            },
+        }
+    }
+
+    /// Publishes `prepared`; when the bus refuses it for its size, publishes a short
+    /// failure under the same outcome id instead.
+    async fn publish(self, prepared: Prepared, core: &Core, retry: &RetryPolicy) -> bool {
+        match prepared.try_publish(core, retry).await {
+            Ok(()) => true,
+            Err(BusError::TooLarge { size, limit }) => {
+                let text = format!(
+                    "the outcome of this call ({size} bytes) does not fit in one message on \
+                     this bus (limit {limit} bytes), so it is not kept; ask for less"
+                );
+                let data = self.call.failure(FailureKind::BadRequest, text, 0);
+                let short = Prepared::of(self.call.outcome_draft(core, TOOL_FAILED, data));
+                short.try_publish(core, retry).await.is_ok()
             }
-            published.is_ok()
+            Err(_) => false,
         }
     }
 }
@@ -192,7 +246,8 @@ where
     K: Into<Cow<'static, str>>,
     T: serde::Serialize + Send + Sync + 'static,
 {
-    Prepared::of(call.outcome_draft(core, kind, data)).publish(core, retry)
+    let prepared = Prepared::of(call.outcome_draft(core, kind, data));
+    TooLargeFallback::of(call).publish(prepared, core, retry)
 }
 
 /// Publishes the outcome of `call` with its typed data (what a watcher in this process
@@ -207,7 +262,7 @@ pub(super) fn publish_outcome<'a>(
         Outcome::Completed(data) => Prepared::of(call.outcome_draft(core, TOOL_COMPLETED, data)),
         Outcome::Failed(data) => Prepared::of(call.outcome_draft(core, TOOL_FAILED, data)),
     };
-    prepared.publish(core, retry)
+    TooLargeFallback::of(call).publish(prepared, core, retry)
 }
 
 /// Settles a message; returns whether the bus took the settlement.

@@ -15,8 +15,7 @@ use crate::ids::{CallId, RunId, TenantId};
 
 /// The key of a call's guard record (built on the stack: every guarded call needs it).
 pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
-    let (tenant, run, call) = (tenant.as_str(), run.as_str(), call.as_str());
-    ShortText::concat(&["guard.", tenant, ".", run, ".", call])
+    crate::names::CallName::GuardKey.of(tenant, run, call)
 }
 
 /// Tells the store that `call` is settled (see [`GuardStore::retire`]): its outcome is

@@ -27,6 +27,7 @@
 
 mod approval;
 mod attempt;
+mod bounds;
 mod call;
 mod core;
 mod executor;
@@ -49,7 +50,6 @@ pub(crate) use executor::Executor;
 pub use executor::HandlerHandle;
 pub(crate) use lease::{guard_key, read_record, write_record};
 pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
-pub(crate) use records::call_of_key;
 pub use retry::RetryPolicy;
 
 use crate::bus::BusError;

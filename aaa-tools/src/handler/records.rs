@@ -1,7 +1,8 @@
 //! Pending approvals and run budgets, kept in the engine's [`GuardStore`] so that any
 //! worker can continue a call and every worker counts against one budget.
 //!
-//! Keys: `approval.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
+//! Keys (see [`names`](crate::names)): `approval.<tenant>.<run>.<call>`,
+//! `approval-due.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -13,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::policy::GuardPolicy;
 use crate::ids::{CallId, RunId, TenantId};
+use crate::names::CallName;
 
 /// Where an approval stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,24 +55,13 @@ pub(crate) struct ApprovalRecord {
 }
 
 pub(crate) fn approval_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    format!("approval.{tenant}.{run}.{call}")
+    CallName::ApprovalKey.of(tenant, run, call).to_string()
 }
 
 /// The key that marks a pending approval for the timeout sweep (its value: the
 /// deadline in ms). The sweep lists only these, not every approval ever recorded.
 pub(crate) fn approval_due_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    format!("approval-due.{tenant}.{run}.{call}")
-}
-
-/// The tenant, run and call of a per-call key (`<kind>.<tenant>.<run>.<call>`).
-pub(crate) fn call_of_key(key: &str) -> Option<(TenantId, RunId, CallId)> {
-    let mut parts = key.splitn(4, '.').skip(1);
-    let (tenant, run, call) = (parts.next()?, parts.next()?, parts.next()?);
-    Some((
-        TenantId::new(tenant).ok()?,
-        RunId::new(run).ok()?,
-        CallId::new(call).ok()?,
-    ))
+    CallName::ApprovalDueKey.of(tenant, run, call).to_string()
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -125,7 +116,7 @@ pub(crate) async fn consume_budget(
     if !policy.has_budgets() {
         return Ok(None);
     }
-    let key = format!("budget.{tenant}.{run}");
+    let key = crate::names::budget_key(tenant, run);
     loop {
         let current: Option<(Budget, Revision)> = read(store, &key).await?;
         let (mut budget, revision) = match current {

@@ -8,35 +8,61 @@ use serde_json::{Map, Value};
 use super::call::{self, Call, Disposition};
 use super::core::{Core, Entry};
 use super::policy::PreCall;
-use super::{approval, guarded, lease, records};
+use super::{approval, bounds, guarded, lease, records};
 use crate::args;
 use crate::bus::Message;
 use crate::error::ToolArgsError;
 use crate::event::{FailureKind, Parsed, TOOL_REQUESTED, ToolRequested};
 use crate::ids::{CallId, RunId, TenantId};
+use crate::names;
 
-/// Reads what a malformed request still tells: tenant, run, call id and name.
-fn salvage(payload: &[u8]) -> Option<Call> {
+/// Reads what a malformed request still tells: its call id and name. The tenant and
+/// run are the subject's, never the body's.
+fn salvage(tenant: TenantId, run: RunId, payload: &[u8]) -> Option<Call> {
     let raw: Value = serde_json::from_slice(payload).ok()?;
     Some(Call {
-        tenant: TenantId::new(raw.get("aaatenant")?.as_str()?).ok()?,
-        run: RunId::new(raw.get("aaarunid")?.as_str()?).ok()?,
+        tenant,
+        run,
         call_id: CallId::new(raw.pointer("/data/call_id")?.as_str()?).ok()?,
-        name: raw
-            .pointer("/data/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .into(),
+        name: bounds::echoed_name(
+            raw.pointer("/data/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        ),
         meta: Map::new(),
     })
 }
 
 pub(super) async fn handle_request(core: &Core, message: Message) {
+    // The subject decides the tenant and the run: a server's permissions bound who may
+    // publish on it, while anyone may write anything in a body.
+    let Some((tenant, run)) = names::run_of_subject(&message.subject) else {
+        tracing::error!(subject = %message.subject, "a tool request outside the run subjects; terminating it");
+        let _ = message.term().await;
+        return;
+    };
     // Borrowed: the arguments are read where they lie in the payload, never copied
     // whole (only an approval, which records them, takes a copy).
     let parsed = Parsed::<ToolRequested>::borrow_payload(&message.payload);
-    let (tenant, run, request) = match parsed {
-        Ok(parsed) if parsed.kind == TOOL_REQUESTED => (parsed.tenant, parsed.run, parsed.data),
+    let request = match parsed {
+        Ok(parsed)
+            if parsed.kind == TOOL_REQUESTED && parsed.tenant == tenant && parsed.run == run =>
+        {
+            parsed.data
+        }
+        Ok(parsed) if parsed.kind == TOOL_REQUESTED => {
+            let said = (&parsed.tenant, &parsed.run);
+            let call = Call {
+                tenant,
+                run,
+                call_id: parsed.data.call_id.clone(),
+                name: bounds::echoed_name(parsed.data.name.clone()),
+                meta: Map::new(),
+            };
+            refuse_misaddressed(core, &call, said, &message).await;
+            return;
+        }
         Ok(parsed) => {
             let kind = parsed.kind;
             tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
@@ -45,7 +71,7 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
         }
         Err(error) => {
             tracing::error!(subject = %message.subject, %error, "unreadable tool request; terminating it");
-            if let Some(call) = salvage(&message.payload) {
+            if let Some(call) = salvage(tenant, run, &message.payload) {
                 let text = format!("the request could not be read: {error}");
                 let outcome = call.failed(FailureKind::BadRequest, text, 0);
                 call::publish_outcome(core, &super::RetryPolicy::default(), &call, outcome).await;
@@ -72,13 +98,35 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
         tenant,
         run,
         call_id,
-        name,
+        name: bounds::echoed_name(name),
         meta,
     };
     let (disposition, guarded) = admit_and_run(core, &call, arguments, &message).await;
     if call::settle(&message, disposition).await && disposition == Disposition::Ack && guarded {
         lease::retire(core, &call).await;
     }
+}
+
+/// Refuses a request whose attributes name another tenant or run than its subject:
+/// a `bad_request` fact on the subject's own run, naming both.
+async fn refuse_misaddressed(
+    core: &Core,
+    call: &Call,
+    said: (&TenantId, &RunId),
+    message: &Message,
+) {
+    tracing::warn!(
+        subject = %message.subject, tenant = %said.0, run = %said.1,
+        "a tool request whose attributes disagree with its subject; refusing it"
+    );
+    let text = format!(
+        "the request was refused: its attributes name tenant `{}` and run `{}`, but it was \
+         published on the subject of tenant `{}` and run `{}`, and the subject decides",
+        said.0, said.1, call.tenant, call.run
+    );
+    let retry = super::RetryPolicy::default();
+    let refused = refuse(core, &retry, call, FailureKind::BadRequest, text).await;
+    call::settle(message, refused).await;
 }
 
 /// Fails `call` with `kind` before any attempt: publishes the failure.

@@ -25,6 +25,8 @@ pub struct NatsBus {
     options: Arc<NatsOptions>,
     /// Whether the server takes several filters per consumer (2.10 and later).
     multi_filter: bool,
+    /// The server's `max_payload`, as it announced it when the connection was made.
+    max_payload: usize,
 }
 
 impl std::fmt::Debug for NatsBus {
@@ -47,8 +49,15 @@ fn valid_filter(filter: &str) -> Result<(), BusError> {
     check_subject(filter, true).map_err(|why| crate::bus::invalid_filter(filter, why))
 }
 
-/// Checks a subject to publish on and sets the dedup header for `msg_id`.
-fn publish_headers(subject: &str, msg_id: Option<&str>) -> Result<async_nats::HeaderMap, BusError> {
+/// Checks a subject to publish on and a payload's size against the server's
+/// `max_payload`, and sets the dedup header for `msg_id`. A message too large is
+/// refused here, as [`BusError::TooLarge`], never sent to be refused (and retried).
+fn publish_headers(
+    subject: &str,
+    msg_id: Option<&str>,
+    payload: usize,
+    max_payload: usize,
+) -> Result<async_nats::HeaderMap, BusError> {
     check_subject(subject, false).map_err(|detail| BusError::Invalid {
         what: "subject",
         detail: format!("{subject:?}: {detail}"),
@@ -56,6 +65,18 @@ fn publish_headers(subject: &str, msg_id: Option<&str>) -> Result<async_nats::He
     let mut headers = async_nats::HeaderMap::new();
     if let Some(id) = msg_id {
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
+    }
+    // The server counts the header block against `max_payload`: `NATS/1.0\r\n`, each
+    // `Name: value\r\n`, and a closing `\r\n`.
+    let header_bytes = msg_id.map_or(0, |id| {
+        "NATS/1.0\r\n\r\n".len() + "Nats-Msg-Id: \r\n".len() + id.len()
+    });
+    let size = payload + header_bytes;
+    if size > max_payload {
+        return Err(BusError::TooLarge {
+            size,
+            limit: max_payload,
+        });
     }
     Ok(headers)
 }
@@ -89,6 +110,7 @@ impl NatsBus {
         let options = Arc::new(options);
         // Servers from 2.10 take several filters per consumer.
         let multi_filter = super::server_at_least(&client.server_info().version, (2, 10));
+        let max_payload = client.server_info().max_payload;
         let js = jetstream::new(client);
         let config = facts_stream(&options);
         let stream = js
@@ -103,6 +125,7 @@ impl NatsBus {
             stream,
             options,
             multi_filter,
+            max_payload,
         })
     }
 
@@ -224,7 +247,7 @@ impl Bus for NatsBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, Confirmation> {
         BusFuture::new(async move {
-            let headers = publish_headers(subject, msg_id)?;
+            let headers = publish_headers(subject, msg_id, payload.len(), self.max_payload)?;
             let ack = self
                 .js
                 .publish_with_headers(subject.to_owned(), headers, payload.into_bytes())
@@ -247,13 +270,17 @@ impl Bus for NatsBus {
         msg_id: Option<&'a str>,
     ) -> BusFuture<'a, ()> {
         BusFuture::new(async move {
-            let headers = publish_headers(subject, msg_id)?;
+            let headers = publish_headers(subject, msg_id, payload.len(), self.max_payload)?;
             self.js
                 .client()
                 .publish_with_headers(subject.to_owned(), headers, payload.into_bytes())
                 .await
                 .map_err(unavailable)
         })
+    }
+
+    fn max_payload(&self) -> Option<usize> {
+        Some(self.max_payload)
     }
 
     fn subscribe<'a>(&'a self, spec: &'a ConsumerSpec) -> BusFuture<'a, Box<dyn Subscription>> {

@@ -64,6 +64,7 @@ pub struct NatsOptions {
     root_certificates: Vec<PathBuf>,
     client_certificate: Option<(PathBuf, PathBuf)>,
     name: Option<String>,
+    inbox_prefix: Option<String>,
     pub(super) stream: String,
     pub(super) bucket: String,
     pub(super) replicas: usize,
@@ -89,6 +90,7 @@ impl NatsOptions {
             root_certificates: Vec::new(),
             client_certificate: None,
             name: None,
+            inbox_prefix: None,
             stream: "AAA".into(),
             bucket: "aaa_guard".into(),
             replicas: 1,
@@ -157,6 +159,15 @@ impl NatsOptions {
     /// The connection name the server shows in its monitoring.
     pub fn connection_name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// The prefix of this connection's reply subjects (default `_INBOX`). A tenant's
+    /// client gets a prefix of its own (`_INBOX_acme`, say) so that a server's
+    /// permissions can let it read its own replies and no one else's: see the
+    /// README's permissions for tenants.
+    pub fn inbox_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.inbox_prefix = Some(prefix.into());
         self
     }
 
@@ -277,6 +288,9 @@ impl NatsOptions {
             .max_reconnects(None::<usize>);
         if let Some(name) = &self.name {
             options = options.name(name);
+        }
+        if let Some(prefix) = &self.inbox_prefix {
+            options = options.custom_inbox_prefix(prefix);
         }
         for path in &self.root_certificates {
             options = options.add_root_certificates(path.clone());
