@@ -42,6 +42,8 @@ pub struct ToolError {
     message: String,
     detail: Option<String>,
     retryable: bool,
+    /// Set when the error is a [`ToolArgsError`]: the model reads it as `bad_args`.
+    bad_args: Option<Box<ToolArgsError>>,
 }
 
 impl ToolError {
@@ -54,6 +56,7 @@ impl ToolError {
             message: message.into(),
             detail: None,
             retryable: false,
+            bad_args: None,
         }
     }
 
@@ -64,6 +67,7 @@ impl ToolError {
             message: Self::INTERNAL_MESSAGE.to_owned(),
             detail: Some(error.to_string()),
             retryable: false,
+            bad_args: None,
         }
     }
 
@@ -92,6 +96,42 @@ impl ToolError {
     /// Whether trying again may succeed.
     pub fn is_retryable(&self) -> bool {
         self.retryable
+    }
+
+    /// The argument problem this error is, when a tool returned a [`ToolArgsError`]:
+    /// the engine reports it as `bad_args`, in the tool's own words and with the path
+    /// it named.
+    pub fn args_error(&self) -> Option<&ToolArgsError> {
+        self.bad_args.as_deref()
+    }
+}
+
+/// A [`ToolArgsError`] is a kind of `ToolError` (as in the seed's
+/// `ToolArgsError(ToolError)`): a tool that finds its arguments wrong after the schema
+/// check (a date in the past, an unknown account) returns one with `?`, and the model
+/// reads it as `bad_args` with the path and the words the tool gave.
+///
+/// ```
+/// use aaa_tools::{ToolArgsError, ToolError};
+///
+/// fn check(day: &str) -> Result<(), ToolError> {
+///     if day < "2026-01-01" {
+///         Err(ToolArgsError::single("book", "day", "must not be in the past"))?;
+///     }
+///     Ok(())
+/// }
+/// let err = check("2025-05-01").unwrap_err();
+/// assert_eq!(err.args_error().unwrap().problems()[0].path, "day");
+/// assert_eq!(err.message(), "invalid arguments for `book`: day: must not be in the past");
+/// ```
+impl From<ToolArgsError> for ToolError {
+    fn from(error: ToolArgsError) -> Self {
+        ToolError {
+            message: error.to_string(),
+            detail: None,
+            retryable: false,
+            bad_args: Some(Box::new(error)),
+        }
     }
 }
 
@@ -163,10 +203,16 @@ fn join_problems(problems: &[ArgProblem]) -> String {
         .join("; ")
 }
 
-/// The arguments sent for a tool do not fit its schema (see [`ArgProblem`]).
+/// The arguments sent for a tool do not fit its schema (see [`ArgProblem`]), or the
+/// tool itself found them wrong: a kind of [`ToolError`] (it converts into one with
+/// `?`), reported to the model as `bad_args`.
 ///
 /// Its display form is written for the model:
 /// ``invalid arguments for `get_weather`: unit: expected one of "celsius", "fahrenheit"; got "kelvin"``.
+///
+/// Like `ToolError` it does not implement `std::error::Error`: that is what lets it
+/// convert into a `ToolError` that keeps its kind, where every other error becomes an
+/// internal one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolArgsError {
     tool: String,
@@ -217,15 +263,13 @@ impl fmt::Display for ToolArgsError {
     }
 }
 
-impl std::error::Error for ToolArgsError {}
-
 /// How one call of a tool ended when it did not succeed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CallError {
     /// The arguments did not fit the schema; the tool did not run.
-    #[error(transparent)]
-    BadArgs(#[from] ToolArgsError),
+    #[error("{0}")]
+    BadArgs(ToolArgsError),
     /// The tool ran and returned an error.
     #[error("{0}")]
     Tool(ToolError),
@@ -234,9 +278,20 @@ pub enum CallError {
     Panic(String),
 }
 
+/// A tool's error: [`CallError::BadArgs`] when it is a [`ToolArgsError`], else
+/// [`CallError::Tool`].
 impl From<ToolError> for CallError {
     fn from(error: ToolError) -> Self {
-        CallError::Tool(error)
+        match error.bad_args {
+            Some(args) => CallError::BadArgs(*args),
+            None => CallError::Tool(error),
+        }
+    }
+}
+
+impl From<ToolArgsError> for CallError {
+    fn from(error: ToolArgsError) -> Self {
+        CallError::BadArgs(error)
     }
 }
 

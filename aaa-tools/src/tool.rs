@@ -660,12 +660,12 @@ impl PreparedCall {
                 let started = std::panic::catch_unwind(AssertUnwindSafe(move || start(ctx)));
                 let future = started.map_err(|p| CallError::Panic(panic_message(&*p)))?;
                 match AssertUnwindSafe(future).catch_unwind().await {
-                    Ok(result) => result.map_err(CallError::Tool),
+                    Ok(result) => result.map_err(CallError::from),
                     Err(payload) => Err(CallError::Panic(panic_message(&*payload))),
                 }
             }
             Body::Blocking(run) => match tokio::task::spawn_blocking(move || run(ctx)).await {
-                Ok(result) => result.map_err(CallError::Tool),
+                Ok(result) => result.map_err(CallError::from),
                 Err(join) if join.is_panic() => {
                     Err(CallError::Panic(panic_message(&*join.into_panic())))
                 }

@@ -41,6 +41,19 @@ async fn refuse(reason: String) -> Result<(), ToolError> {
     Err(ToolError::new(reason))
 }
 
+/// Book a day; days before 2026 are refused as bad arguments.
+#[tool]
+async fn book(day: String) -> Result<String, ToolError> {
+    if day.as_str() < "2026" {
+        Err(aaa_tools::ToolArgsError::single(
+            "book",
+            "day",
+            "must not be in the past",
+        ))?;
+    }
+    Ok(day)
+}
+
 /// Fail in a way not meant for the model.
 #[tool]
 async fn broken() -> Result<u8, ToolError> {
@@ -148,8 +161,8 @@ struct World {
 fn registry(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolRegistry {
     ToolRegistry::builder()
         .tools(tools![
-            add, whoami, refuse, broken, explode, slow, slow_sync, pay, echo_after, hold, delegate,
-            warmth, secret
+            add, whoami, refuse, book, broken, explode, slow, slow_sync, pay, echo_after, hold,
+            delegate, warmth, secret
         ])
         .state_arc(seen.clone())
         .state_arc(gate.clone())
@@ -363,6 +376,12 @@ async fn every_failure_is_a_fact_with_a_kind() {
             json!({"reason": "the city is closed"}),
             FailureKind::Error,
             "the city is closed",
+        ),
+        (
+            "book",
+            json!({"day": "2025-05-01"}),
+            FailureKind::BadArgs,
+            "invalid arguments for `book`: day: must not be in the past",
         ),
         (
             "broken",
@@ -837,6 +856,50 @@ async fn handlers_on_one_engine_merge_their_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_second_handler_cannot_change_what_the_executor_runs_with() {
+    let engine = Engine::embedded();
+    let _first = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap())
+        .pool("payments", 2)
+        .attach(&engine)
+        .await
+        .unwrap();
+    let second = || ToolHandler::new(ToolRegistry::new(tools![secret]).unwrap());
+    let conflicts = [
+        (
+            second().pool("payments", 5),
+            "this engine's executor runs with the size of pool `payments` = 2, and a second \
+             handler cannot change it to 5",
+        ),
+        (
+            second().pool("default", 3),
+            "the size of pool `default` = 16, and a second handler cannot change it to 3",
+        ),
+        (
+            second().ack_wait(Duration::from_secs(1)),
+            "ack_wait = 7.5s, and a second handler cannot change it to 1s",
+        ),
+        (
+            second().max_in_flight(7),
+            "max_in_flight = 1024, and a second handler cannot change it to 7",
+        ),
+    ];
+    for (handler, expected) in conflicts {
+        let error = handler.attach(&engine).await.unwrap_err();
+        assert!(
+            matches!(error, aaa_tools::HandlerError::Conflict { .. }),
+            "{error}"
+        );
+        assert!(error.to_string().contains(expected), "{error}");
+    }
+    // Nothing of the refused handlers was added; one that agrees is.
+    let run = engine.new_run();
+    let unknown = run.call("secret", json!({})).await.unwrap();
+    assert_eq!(failure(&unknown).0, FailureKind::UnknownTool);
+    let _agrees = second().pool("payments", 2).attach(&engine).await.unwrap();
+    assert!(run.call("secret", json!({})).await.unwrap().is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn unreadable_requests_are_answered_or_dropped_never_fatal() {
     let w = world().await;
     let run = w.engine.new_run();
@@ -1066,25 +1129,25 @@ async fn the_subject_decides_the_tenant_and_the_run() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_early_grant_without_a_fingerprint_approves_nothing() {
-    let (seen, gate, bus) = (
-        Arc::new(Seen::default()),
-        Arc::new(Gate::default()),
-        MemoryBus::new(),
-    );
-    let engine = Engine::new(bus.clone(), MemoryStore::new());
+    let (seen, gate) = (Arc::new(Seen::default()), Arc::new(Gate::default()));
+    let engine = Engine::embedded();
     let _worker = handler(&seen, &gate).attach(&engine).await.unwrap();
     let run = engine.new_run();
     let early = CallId::new("call-early").unwrap();
     run.grant(ApprovalDecision::new(early.clone()).any_arguments())
         .await
         .unwrap();
-    // The grant is stored (acknowledged) before the request is published.
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        bus.until_settled("aaa-approval-signals"),
-    )
-    .await
-    .expect("the early grant was handled");
+    // The grant is stored before the request is published. Nothing announces that
+    // write, so the test looks at the store until the early record is there.
+    let key = format!("approval.{}.{}.{early}", run.tenant(), run.run_id());
+    let stored = async {
+        while engine.store().get(&key).await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(5), stored)
+        .await
+        .expect("the early grant was stored");
     run.request_call(ToolCall::new("pay", json!({"to": "amy", "cents": 1})).with_id(early.clone()))
         .await
         .unwrap();

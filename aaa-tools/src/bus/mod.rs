@@ -67,7 +67,9 @@ pub enum BusError {
     },
     /// A message larger than the bus takes in one piece ([`Bus::max_payload`]). Never
     /// transient: sending it again fails again.
-    #[error("a message of {size} bytes is larger than the bus's limit of {limit} bytes")]
+    #[error(
+        "a message of {size} bytes is larger than the bus takes in one message (max_payload: {limit} bytes)"
+    )]
     TooLarge {
         /// The message's size, headers included.
         size: usize,
@@ -218,6 +220,7 @@ impl std::fmt::Debug for Message {
 
 /// A subscription to a durable consumer. Dropping it hands its unsettled messages back
 /// for redelivery.
+#[must_use = "dropping a subscription hands its unsettled messages back for redelivery"]
 pub trait Subscription: Send {
     /// The next message (waits until one is available).
     fn next(&mut self) -> BusFuture<'_, Message>;

@@ -30,6 +30,8 @@ pub(super) struct Core {
     pub(super) tools: RwLock<HashMap<String, Arc<Entry>, foldhash::fast::RandomState>>,
     pub(super) order: RwLock<Vec<String>>,
     pools: Mutex<HashMap<String, Arc<Semaphore>, foldhash::fast::RandomState>>,
+    /// The size each declared pool was made with.
+    pool_sizes: Mutex<HashMap<String, usize, foldhash::fast::RandomState>>,
     pub(super) stop: CancellationToken,
     /// Told when pool capacity frees up (a permit given back, a queued call gone).
     pub(super) capacity: Arc<Notify>,
@@ -50,6 +52,7 @@ impl Core {
             tools: RwLock::new(HashMap::default()),
             order: RwLock::new(Vec::new()),
             pools: Mutex::new(HashMap::default()),
+            pool_sizes: Mutex::new(HashMap::default()),
             stop: CancellationToken::new(),
             capacity: Arc::new(Notify::new()),
             queued: AtomicUsize::new(0),
@@ -78,8 +81,18 @@ impl Core {
             }
         }
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sizes = self.pool_sizes.lock().unwrap_or_else(|p| p.into_inner());
         for (name, size) in &handler.pools {
-            // The first handler to declare a pool sets its size.
+            if let Some(in_force) = sizes.get(name).filter(|s| **s != *size) {
+                return Err(HandlerError::Conflict {
+                    setting: format!("the size of pool `{name}`"),
+                    in_force: in_force.to_string(),
+                    asked: size.to_string(),
+                });
+            }
+        }
+        for (name, size) in &handler.pools {
+            sizes.insert(name.clone(), *size);
             pools
                 .entry(name.clone())
                 .or_insert_with(|| Arc::new(Semaphore::new(*size)));

@@ -24,6 +24,8 @@ pub(crate) const SIGNALS_CONSUMER: &str = "aaa-approval-signals";
 pub(crate) struct Executor {
     core: Arc<Core>,
     loops: Mutex<Vec<JoinHandle<()>>>,
+    /// The `max_in_flight` its consumers were made with.
+    max_in_flight: usize,
 }
 
 impl Drop for Executor {
@@ -42,9 +44,11 @@ impl Drop for Executor {
 /// A handler attached to an engine. Keep it alive while the worker should run.
 ///
 /// Dropping the last handle of an engine's executor stops it at once, as a crash would:
-/// calls in flight are abandoned unacknowledged and the bus delivers them again.
+/// calls in flight are abandoned unacknowledged and the bus delivers them again (so
+/// `let _ = handler.attach(&engine).await?;` stops the worker as soon as it starts).
 /// [`shutdown`](Self::shutdown) stops gracefully.
 #[derive(Clone)]
+#[must_use = "dropping the last handle stops the executor at once, as a crash would; keep it, and stop with `shutdown().await`"]
 pub struct HandlerHandle {
     executor: Arc<Executor>,
 }
@@ -112,6 +116,25 @@ impl Executor {
             .upgrade()
             .and_then(|any| any.downcast::<Executor>().ok());
         if let Some(executor) = existing.filter(|e| !e.core.stop.is_cancelled()) {
+            let conflict = |setting: &str, in_force: String, asked: String| {
+                Err(HandlerError::Conflict {
+                    setting: setting.to_owned(),
+                    in_force,
+                    asked,
+                })
+            };
+            let ack_wait = handler.effective_ack_wait();
+            if ack_wait != executor.core.ack_wait {
+                let shown = |d: Duration| format!("{:?}", d);
+                return conflict("ack_wait", shown(executor.core.ack_wait), shown(ack_wait));
+            }
+            if handler.max_in_flight != executor.max_in_flight {
+                return conflict(
+                    "max_in_flight",
+                    executor.max_in_flight.to_string(),
+                    handler.max_in_flight.to_string(),
+                );
+            }
             executor.core.add(handler, tools)?;
             return Ok(HandlerHandle { executor });
         }
@@ -146,6 +169,7 @@ impl Executor {
         let executor = Arc::new(Executor {
             core,
             loops: Mutex::new(loops),
+            max_in_flight,
         });
         *engine
             .inner

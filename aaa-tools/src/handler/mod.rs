@@ -112,6 +112,23 @@ pub enum HandlerError {
     /// The bus refused a subscription.
     #[error(transparent)]
     Bus(#[from] BusError),
+    /// A second handler attached to an engine asks for a setting other than the one
+    /// the engine's executor runs with (its pools, `ack_wait`, `max_in_flight`): one
+    /// executor serves every handler of an engine, so the handler's setting could not
+    /// be honoured.
+    #[error(
+        "this engine's executor runs with {setting} = {in_force}, and a second handler \
+         cannot change it to {asked}: use the same value, or attach the handler to an \
+         engine of its own"
+    )]
+    Conflict {
+        /// The setting, e.g. ``the size of pool `payments` ``.
+        setting: String,
+        /// What the executor runs with.
+        in_force: String,
+        /// What the handler asked for.
+        asked: String,
+    },
 }
 
 /// Executes tool calls requested on an [`Engine`]: build it from a registry, set
@@ -309,6 +326,13 @@ impl ToolHandler {
     /// Starts executing this handler's tools on `engine`. The first handler attached to
     /// an engine starts its executor; a later one adds its tools to it (a name already
     /// served there is an error, never a silent override).
+    ///
+    /// One executor serves every handler of an engine, with one set of pools, one
+    /// `ack_wait` and one `max_in_flight`: a later handler must ask for the same values
+    /// (each handler carries the `default` pool, so its size too), or attach fails with
+    /// [`HandlerError::Conflict`] naming the setting and both values. So what
+    /// [`config_for`](Self::config_for) reports is what is in force. Handlers that need
+    /// other settings go on engines of their own (one process may hold several).
     ///
     /// Dropping every returned handle stops the executor at once, leaving unfinished
     /// requests to be delivered again; [`HandlerHandle::shutdown`] stops gracefully.
