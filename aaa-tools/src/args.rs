@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::error::{ArgProblem, ToolArgsError};
 
 /// The default limit on a call's arguments, serialized: 1 MiB.
-pub const DEFAULT_MAX_ARGS_BYTES: usize = 1 << 20;
+pub(crate) const DEFAULT_MAX_ARGS_BYTES: usize = 1 << 20;
 
 /// How much of an offending value an error message quotes.
 const SHOWN_VALUE_CHARS: usize = 80;

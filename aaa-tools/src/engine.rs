@@ -8,6 +8,7 @@ use futures::stream::BoxStream;
 use serde_json::{Map, Value};
 
 use crate::bus::{Bus, BusError, MemoryBus, Payload};
+use crate::event::EventError;
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
     ShortText, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolRequested,
@@ -36,9 +37,10 @@ pub enum EngineError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] aaa_guard::StoreError),
-    /// The call is not in `outcome_unknown`.
-    #[error("call {0} is not in outcome_unknown")]
-    NotUnknown(CallId),
+    /// An approval decision on a call that is no longer pending: decided already, or
+    /// finished. Nothing was sent.
+    #[error("call {0} is not waiting for approval: it was decided already, or has finished")]
+    NotPending(CallId),
     /// An approval decision names no fingerprint and does not say `any_arguments`.
     #[error(
         "the decision on call {0} is bound to no arguments: decide with \
@@ -46,6 +48,24 @@ pub enum EngineError {
          saw), or say `.any_arguments()` explicitly"
     )]
     UnboundDecision(CallId),
+}
+
+/// A fact of a run that could not be read (see [`RunHandle::facts`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FactError {
+    /// The bus failed while replaying the run.
+    #[error(transparent)]
+    Bus(#[from] BusError),
+    /// A message on the run's subjects that is not a valid event (someone else's
+    /// publish): the replay goes on past it.
+    #[error("{subject}: {error}")]
+    Unreadable {
+        /// The subject it was found on.
+        subject: String,
+        /// Why it is not an event.
+        error: EventError,
+    },
 }
 
 /// Durable, guarded tool execution: a cheap-to-clone handle over a [`Bus`] and a
@@ -455,7 +475,7 @@ impl RunHandle {
 
     /// Every fact of the run, from its start, then new ones as they happen. Messages
     /// on the run's subjects that are not valid events come out as errors.
-    pub async fn facts(&self) -> Result<BoxStream<'static, Result<Event, String>>, EngineError> {
+    pub async fn facts(&self) -> Result<BoxStream<'static, Result<Event, FactError>>, EngineError> {
         let stream = self
             .inner
             .engine
@@ -465,9 +485,12 @@ impl RunHandle {
             .await?;
         Ok(Box::pin(stream.map(|item| match item {
             Ok(stored) => {
-                Event::from_bytes(&stored.payload).map_err(|e| format!("{}: {e}", stored.subject))
+                Event::from_bytes(&stored.payload).map_err(|error| FactError::Unreadable {
+                    subject: stored.subject.to_string(),
+                    error,
+                })
             }
-            Err(e) => Err(e.to_string()),
+            Err(error) => Err(FactError::Bus(error)),
         })))
     }
 
@@ -477,9 +500,11 @@ impl RunHandle {
     /// The decision must be bound to the arguments the approver saw
     /// ([`ApprovalDecision::for_request`]), or say explicitly that it approves any
     /// ([`ApprovalDecision::any_arguments`]); otherwise this is
-    /// [`EngineError::UnboundDecision`] and nothing is sent. A decision that cannot
-    /// apply when it arrives (other arguments, a call not pending) changes nothing and
-    /// is answered on the run with an `aaa.approval.refused` fact saying why.
+    /// [`EngineError::UnboundDecision`] and nothing is sent. A call decided already or
+    /// finished is [`EngineError::NotPending`], checked in the store before sending. A
+    /// decision that cannot apply when it arrives (other arguments, a call decided in
+    /// the meantime) changes nothing and is answered on the run with an
+    /// `aaa.approval.refused` fact saying why.
     pub async fn grant(&self, decision: ApprovalDecision) -> Result<(), EngineError> {
         self.signal(APPROVAL_GRANTED, decision).await
     }
@@ -494,6 +519,10 @@ impl RunHandle {
         let call_id = decision.call_id.clone();
         if decision.fingerprint.is_none() && !decision.any_arguments {
             return Err(EngineError::UnboundDecision(call_id));
+        }
+        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
+        if !crate::handler::decidable(&**self.inner.engine.store(), tenant, run, &call_id).await? {
+            return Err(EngineError::NotPending(call_id));
         }
         let data = serde_json::to_value(&decision).unwrap_or(Value::Null);
         let event = self.inner.engine.event(

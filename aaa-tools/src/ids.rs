@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The longest id accepted.
-pub const MAX_ID_LEN: usize = 128;
+pub(crate) const MAX_ID_LEN: usize = 128;
 
 /// An id that is empty, too long, or holds a character outside `[A-Za-z0-9_-]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -103,6 +103,9 @@ macro_rules! id_type {
         pub struct $name(Arc<str>);
 
         impl $name {
+            /// The longest id accepted, in bytes.
+            pub const MAX_LEN: usize = MAX_ID_LEN;
+
             /// Validates `value`: 1 to 128 characters from `[A-Za-z0-9_-]`, safe in
             /// event attributes, bus subjects and store keys. Anything else is an
             /// [`IdError`] naming the id and the offending character.

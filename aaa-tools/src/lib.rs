@@ -57,12 +57,14 @@
 //! - [`export`]: the registry's tools for OpenAI (strict and not), Anthropic, Gemini
 //!   and MCP `tools/list`.
 //! - [`Engine`], [`RunHandle`], [`Outcome`]: requesting calls and reading their facts;
-//!   [`event`] documents the wire format (CloudEvents 1.0, JSON).
+//!   [`ApprovalDecision`]: deciding on a call that waits for a human; [`event`]
+//!   documents the wire format (CloudEvents 1.0, JSON).
 //! - [`ToolHandler`]: executing calls under timeouts, pools, approvals, guardrails
 //!   ([`GuardPolicy`]) and the stalled-worker guard (configured with [`GuardConfig`];
 //!   the state machine lives in `aaa-guard`).
 //! - [`bus`]: the [`Bus`](bus::Bus) trait and the embedded [`MemoryBus`](bus::MemoryBus);
 //!   [`GuardStore`] and [`MemoryStore`]: the record store.
+//! - [`Operator`] (`engine.operator()`): listing and resolving `outcome_unknown` calls.
 //! - [`nats`] (feature `nats`): the same engine across machines, on a NATS JetStream
 //!   stream (the bus, and the calls' guard records) and a KV bucket (approvals,
 //!   budgets).
@@ -126,30 +128,37 @@ mod watcher;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use aaa_guard::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
+// Declaring tools.
 #[doc(inline)]
 pub use aaa_tools_macros::tool;
-
-pub use aaa_guard::{GuardStore, MemoryStore};
-pub use args::{DEFAULT_MAX_ARGS_BYTES, decode};
-pub use context::{State, ToolContext, ToolContextBuilder};
-pub use engine::{Engine, EngineError, RunHandle, ToolCall, new_call_id, new_run_id};
-pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
-pub use event::{ApprovalDecision, FailureKind, SharedStr};
-pub use handler::{
-    DEFAULT_MAX_RESULT_BYTES, DEFAULT_POOL_SIZE, GuardPolicy, HandlerError, HandlerHandle,
-    PolicyCall, PostCall, PreCall, RetryPolicy, ToolConfig, ToolHandler,
-};
-pub use ids::{CallId, IdError, MAX_ID_LEN, RunId, TenantId};
-pub use operator::{Resolution, UnknownCall};
-pub use outcome::Outcome;
-pub use output::ToolOutput;
 pub use registry::{RegistryCallError, ToolRegistry, ToolRegistryBuilder};
-pub use schema::ParamSpec;
-pub use tool::{
-    DEFAULT_POOL, DEFAULT_TIMEOUT, PreparedCall, StateNeed, Tool, ToolAnnotations, ToolFuture,
-    is_valid_tool_name,
+pub use tool::{Tool, ToolAnnotations, is_valid_tool_name};
+
+// What a running tool reaches, and how it fails.
+pub use args::decode;
+pub use context::{State, ToolContext, ToolContextBuilder};
+pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
+pub use output::ToolOutput;
+
+// Requesting calls and reading what became of them.
+pub use engine::{Engine, EngineError, FactError, RunHandle, ToolCall, new_call_id, new_run_id};
+pub use event::{ApprovalDecision, FailureKind};
+pub use ids::{CallId, IdError, RunId, TenantId};
+pub use outcome::Outcome;
+
+// Executing them.
+pub use handler::{
+    GuardPolicy, HandlerError, HandlerHandle, PolicyCall, PostCall, PreCall, RetryPolicy,
+    ToolConfig, ToolHandler,
 };
+
+// The guard's settings and its store.
+pub use aaa_guard::{
+    ConfigError, Delivery, GuardConfig, GuardOverrides, GuardStore, LostLease, MemoryStore,
+};
+
+// Operators: calls whose outcome is unknown.
+pub use operator::{Operator, OperatorError, Resolution, UnknownCall};
 
 /// The [`Tool`] values of several `#[tool]` fns, as a `Vec`:
 /// `tools![get_weather, send_payment]` is `vec![get_weather::tool(), send_payment::tool()]`.

@@ -18,6 +18,7 @@
 //! | an event's subject | `aaa.<tenant>.<run>.<type without "aaa.">` |
 //! | an outcome fact's message id | `outcome.<tenant>.<run>.<call>` |
 //! | an approval request's message id | `approval-requested.<tenant>.<run>.<call>` |
+//! | an operator's resolution's message id | `resolved.<tenant>.<run>.<call>` |
 //! | a call's guard record | `guard.<tenant>.<run>.<call>` |
 //! | a pending approval | `approval.<tenant>.<run>.<call>` |
 //! | its timeout mark | `approval-due.<tenant>.<run>.<call>` |
@@ -49,17 +50,20 @@ pub(crate) enum CallName {
     ApprovalKey,
     /// The store key that marks a pending approval for the timeout sweep.
     ApprovalDueKey,
+    /// The message id of an operator's `aaa.tool.resolved` fact.
+    ResolvedId,
 }
 
 impl CallName {
     /// Every kind, for the tests.
     #[cfg(test)]
-    const ALL: [CallName; 5] = [
+    const ALL: [CallName; 6] = [
         CallName::OutcomeId,
         CallName::ApprovalRequestedId,
         CallName::GuardKey,
         CallName::ApprovalKey,
         CallName::ApprovalDueKey,
+        CallName::ResolvedId,
     ];
 
     /// The kind word the name starts with.
@@ -70,6 +74,7 @@ impl CallName {
             CallName::GuardKey => "guard",
             CallName::ApprovalKey => "approval",
             CallName::ApprovalDueKey => "approval-due",
+            CallName::ResolvedId => "resolved",
         }
     }
 

@@ -3,7 +3,8 @@
 use aaa_guard::{CallRecord, CallState, RecordedOutcome, SharedStr, StoreError};
 use serde_json::Value;
 
-use crate::engine::{Engine, EngineError};
+use crate::bus::BusError;
+use crate::engine::Engine;
 use crate::event::{Resolved, TOOL_RESOLVED};
 use crate::handler::{guard_key, read_record, write_record};
 use crate::ids::{CallId, RunId, TenantId};
@@ -30,6 +31,7 @@ pub struct UnknownCall {
 
 /// What an operator found out about an `outcome_unknown` call.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Resolution {
     /// It took effect, with this result.
     Completed(Value),
@@ -37,10 +39,53 @@ pub enum Resolution {
     Failed(String),
 }
 
+/// A failed operator action.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OperatorError {
+    /// The call is not in `outcome_unknown` (resolved already, or never lost); nothing
+    /// changed.
+    #[error("call {0} is not in outcome_unknown")]
+    NotUnknown(CallId),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The bus failed (the resolution is recorded; its fact was not published).
+    #[error(transparent)]
+    Bus(#[from] BusError),
+}
+
+/// What an operator does with the guard: list the calls left in `outcome_unknown` (an
+/// `at_most_once` attempt lost, nobody knows whether it took effect) and record what
+/// happened to each. Get one with [`Engine::operator`].
+///
+/// ```
+/// use aaa_tools::Engine;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let engine = Engine::embedded();
+/// let operator = engine.operator();
+/// assert!(operator.outcome_unknown_calls().await.unwrap().is_empty());
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Operator {
+    engine: Engine,
+}
+
 impl Engine {
+    /// The operator's view of this engine's guard store.
+    pub fn operator(&self) -> Operator {
+        Operator {
+            engine: self.clone(),
+        }
+    }
+}
+
+impl Operator {
     /// Every call in `outcome_unknown`, in key order.
-    pub async fn outcome_unknown_calls(&self) -> Result<Vec<UnknownCall>, EngineError> {
-        let store = &**self.store();
+    pub async fn outcome_unknown_calls(&self) -> Result<Vec<UnknownCall>, OperatorError> {
+        let store = &**self.engine.store();
         let keys = store.keys(&CallName::GuardKey.prefix()).await?;
         let mut found = Vec::new();
         for key in keys {
@@ -73,14 +118,14 @@ impl Engine {
         call: &UnknownCall,
         resolution: Resolution,
         resolved_by: &str,
-    ) -> Result<(), EngineError> {
-        let store = &**self.store();
+    ) -> Result<(), OperatorError> {
+        let store = &**self.engine.store();
         let key = guard_key(&call.tenant, &call.run, &call.call_id);
         let Some((record, revision)) = read_record(store, &key).await? else {
-            return Err(EngineError::NotUnknown(call.call_id.clone()));
+            return Err(OperatorError::NotUnknown(call.call_id.clone()));
         };
         if record.state != CallState::OutcomeUnknown {
-            return Err(EngineError::NotUnknown(call.call_id.clone()));
+            return Err(OperatorError::NotUnknown(call.call_id.clone()));
         }
         let data = match &resolution {
             Resolution::Completed(result) => Resolved {
@@ -108,19 +153,21 @@ impl Engine {
         match write_record(store, &key, &resolved.marked_published(), Some(revision)).await {
             Ok(_) => {}
             Err(StoreError::Conflict { .. }) => {
-                return Err(EngineError::NotUnknown(call.call_id.clone()));
+                return Err(OperatorError::NotUnknown(call.call_id.clone()));
             }
             Err(error) => return Err(error.into()),
         }
-        let mut event = self.event(
+        let mut event = self.engine.event(
             TOOL_RESOLVED,
             &call.tenant,
             &call.run,
             Some(&call.call_id),
             data,
         );
-        event.id = format!("resolved-{}-{}-{}", call.tenant, call.run, call.call_id);
-        self.publish(&event).await?;
+        event.id = CallName::ResolvedId
+            .of(&call.tenant, &call.run, &call.call_id)
+            .to_string();
+        self.engine.publish(&event).await?;
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ use crate::ids::CallId;
 
 /// How a call ended: the fact the model reads.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// `aaa.tool.completed`.
     Completed(ToolCompleted),

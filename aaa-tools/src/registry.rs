@@ -39,6 +39,9 @@ pub struct ToolRegistry {
 }
 
 impl ToolRegistry {
+    /// The largest arguments a registry takes by default, in bytes of JSON: 1 MiB.
+    pub const DEFAULT_MAX_ARGS_BYTES: usize = DEFAULT_MAX_ARGS_BYTES;
+
     /// A registry of `tools`. Fails on a duplicate name (naming both positions) or on a
     /// tool that needs a `State<T>` (use [`builder`](Self::builder) to register state).
     pub fn new(tools: impl IntoIterator<Item = Tool>) -> Result<Self, DefinitionError> {

@@ -26,10 +26,10 @@ use crate::schema::{self, ParamSpec};
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
 
 /// The default timeout of a tool: 60 seconds.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default pool: `"default"`.
-pub const DEFAULT_POOL: &str = "default";
+pub(crate) const DEFAULT_POOL: &str = "default";
 
 /// A call whose arguments were decoded, ready to run: either a future or a closure for
 /// the blocking pool.
@@ -229,6 +229,11 @@ pub struct ToolSpec {
 }
 
 impl Tool {
+    /// How long a tool may run when it sets no `timeout_s`: 60 s.
+    pub const DEFAULT_TIMEOUT: Duration = DEFAULT_TIMEOUT;
+    /// The pool a tool runs in when it names none: `default`.
+    pub const DEFAULT_POOL: &'static str = DEFAULT_POOL;
+
     fn assemble(
         name: String,
         description: String,
@@ -518,7 +523,7 @@ impl Tool {
     }
 
     /// The shared state types the tool takes.
-    pub fn state_needs(&self) -> &[StateNeed] {
+    pub(crate) fn state_needs(&self) -> &[StateNeed] {
         &self.inner.state
     }
 
@@ -599,13 +604,13 @@ impl Tool {
     }
 
     /// Checks and decodes `args`: a call that is ready to run.
-    pub fn prepare(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
+    pub(crate) fn prepare(&self, args: Value) -> Result<PreparedCall, ToolArgsError> {
         let args = self.normalize_and_check(Cow::Owned(args))?;
         self.prepare_checked(&args)
     }
 
     /// Checks the size of the arguments' JSON text, then prepares the call.
-    pub fn prepare_with_limit(
+    pub(crate) fn prepare_with_limit(
         &self,
         args: Value,
         max_bytes: usize,
@@ -639,13 +644,13 @@ impl fmt::Debug for Tool {
 }
 
 /// A call whose arguments were checked and decoded.
-pub struct PreparedCall {
+pub(crate) struct PreparedCall {
     body: Body,
 }
 
 impl PreparedCall {
     /// Whether it runs on the blocking pool.
-    pub fn is_blocking(&self) -> bool {
+    pub(crate) fn is_blocking(&self) -> bool {
         matches!(self.body, Body::Blocking(_))
     }
 
@@ -654,7 +659,7 @@ impl PreparedCall {
     ///
     /// Dropping the future cancels an async tool. A blocking tool cannot be
     /// interrupted: dropping the future discards its result when it ends.
-    pub async fn run(self, ctx: ToolContext) -> Result<Value, CallError> {
+    pub(crate) async fn run(self, ctx: ToolContext) -> Result<Value, CallError> {
         match self.body {
             Body::Async(start) => {
                 let started = std::panic::catch_unwind(AssertUnwindSafe(move || start(ctx)));

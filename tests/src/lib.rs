@@ -29,6 +29,21 @@ pub fn python_with(module: &str) -> Option<std::path::PathBuf> {
     if std::env::var("AAA_REQUIRE_PYTHON").as_deref() == Ok("1") {
         panic!("AAA_REQUIRE_PYTHON=1 but {reason}");
     }
-    eprintln!("SKIPPED: {reason}");
+    say_skipped(&reason);
     None
+}
+
+/// Says once per test binary, on the real stderr (past the test harness's capture, so
+/// `cargo test` shows it even when the tests pass), that tests were skipped and why.
+pub(crate) fn say_skipped(reason: &str) {
+    use std::io::Write;
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let binary = std::env::args().next().unwrap_or_default();
+        let binary = binary.rsplit('/').next().unwrap_or_default().to_owned();
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED ({binary}): tests here passed without running: {reason}"
+        );
+    });
 }

@@ -51,7 +51,7 @@ impl NatsServer {
             if std::env::var("AAA_REQUIRE_NATS").as_deref() == Ok("1") {
                 panic!("AAA_REQUIRE_NATS=1 but {reason}");
             }
-            eprintln!("SKIPPED: {reason}");
+            crate::say_skipped(reason);
             return None;
         };
         let mut server = Self::unstarted(binary);

@@ -509,11 +509,23 @@ async fn approval_granted_runs_once_and_denied_tells_the_model_why() {
         .unwrap();
     let outcome = run.outcome(&call_id).await.unwrap();
     assert_eq!(outcome.for_model(), "paid 500 to bob");
-    // A second grant does not run it again: it is refused as no longer pending, and by
-    // then the tool has run once.
-    run.grant(ApprovalDecision::for_request(&asked))
-        .await
-        .unwrap();
+    // A second grant does not run it again: the handle refuses it, and one sent on the
+    // wire all the same (as a racing approver would) is refused as no longer pending,
+    // with the tool run once by then.
+    let again = run.grant(ApprovalDecision::for_request(&asked)).await;
+    assert!(
+        matches!(again, Err(aaa_tools::EngineError::NotPending(_))),
+        "{again:?}"
+    );
+    let grant = Event::new(
+        event::APPROVAL_GRANTED,
+        "a racing approver",
+        run.tenant(),
+        run.run_id(),
+        Some(&call_id),
+        serde_json::to_value(ApprovalDecision::for_request(&asked)).unwrap(),
+    );
+    w.engine.publish(&grant).await.unwrap();
     let refused = next_refusal(&run, 2).await;
     assert!(refused.reason.contains("no longer pending"), "{refused:?}");
     assert_eq!(w.seen.paid.load(Ordering::SeqCst), 1);
@@ -1160,5 +1172,53 @@ async fn an_early_grant_without_a_fingerprint_approves_nothing() {
     assert_eq!(
         run.outcome(&early).await.unwrap().for_model(),
         "paid 1 to amy"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn async_guardrails_decide_and_fail_closed_when_they_hang() {
+    let (seen, gate) = (Arc::new(Seen::default()), Arc::new(Gate::default()));
+    let engine = Engine::embedded();
+    let policy = GuardPolicy::new()
+        .before_async(|call: aaa_tools::PolicyCall| async move {
+            // A service that takes its time to answer.
+            tokio::task::yield_now().await;
+            match call.arguments.get("a").and_then(Value::as_i64) {
+                Some(7) => PreCall::Reject("the budget service says no to 7".into()),
+                Some(9) => std::future::pending().await,
+                _ => PreCall::Allow,
+            }
+        })
+        .after_async(|_call, result: Value| async move {
+            tokio::task::yield_now().await;
+            match result.as_i64() {
+                Some(100) => PostCall::Redact(json!("a hundred")),
+                _ => PostCall::Pass,
+            }
+        })
+        .check_timeout(Duration::from_millis(200));
+    let _worker = ToolHandler::new(registry(&seen, &gate))
+        .pool("solo", 1)
+        .guards(policy)
+        .attach(&engine)
+        .await
+        .unwrap();
+    let run = engine.new_run();
+    let ok = run.call("add", json!({"a": 1, "b": 1})).await.unwrap();
+    assert_eq!(ok.result(), Some(&json!(2)));
+    let redacted = run.call("add", json!({"a": 50, "b": 50})).await.unwrap();
+    assert_eq!(redacted.result(), Some(&json!("a hundred")));
+    let refused = run.call("add", json!({"a": 7, "b": 1})).await.unwrap();
+    assert_eq!(
+        failure(&refused),
+        (FailureKind::Policy, "the budget service says no to 7")
+    );
+    let hung = run.call("add", json!({"a": 9, "b": 1})).await.unwrap();
+    assert_eq!(
+        failure(&hung),
+        (
+            FailureKind::Policy,
+            "a guardrail did not answer within 0.2 s; the call did not run"
+        )
     );
 }

@@ -266,7 +266,7 @@ async fn a_worker_pulls_only_for_free_pool_slots_and_leaves_the_rest_to_others()
     let serve = |engine: aaa_tools::Engine| async move {
         let registry = ToolRegistry::new(tools![nap]).unwrap();
         let handle = ToolHandler::new(registry)
-            .pool(aaa_tools::DEFAULT_POOL, 2)
+            .pool(aaa_tools::Tool::DEFAULT_POOL, 2)
             .attach(&engine)
             .await
             .unwrap();

@@ -452,7 +452,12 @@ async fn an_at_most_once_call_whose_worker_dies_is_outcome_unknown() {
         FailureKind::OutcomeUnknown
     );
     assert_eq!(cluster.ledger.lines().len(), 1, "never run again");
-    let unknown = cluster.client.outcome_unknown_calls().await.unwrap();
+    let unknown = cluster
+        .client
+        .operator()
+        .outcome_unknown_calls()
+        .await
+        .unwrap();
     assert_eq!(unknown.len(), 1);
     assert_eq!(cluster.settled(Duration::from_secs(10)).await, (0, 0));
 }

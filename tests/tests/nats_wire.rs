@@ -477,3 +477,73 @@ async fn cloudevents_from_the_python_sdk_run() {
         failure.message
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_for_other_arguments_or_none_runs_nothing() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let engine = NatsOptions::new(server.url()).connect().await.unwrap();
+    let _worker = worker(&engine).await;
+    let run = engine.run_for(TenantId::default(), id("grants"));
+    let call_id = run
+        .request("pay", json!({"to": "bob", "cents": 10}))
+        .await
+        .unwrap();
+    let asked: ApprovalRequested = fact_of(&run, event::APPROVAL_REQUESTED, |_| true)
+        .await
+        .data_as()
+        .unwrap();
+    // A grant meant for other arguments, and one on the wire with no fingerprint at all
+    // (the handle refuses to send that one: `UnboundDecision`).
+    let unbound = run.grant(ApprovalDecision::new(call_id.clone())).await;
+    assert!(
+        matches!(unbound, Err(aaa_tools::EngineError::UnboundDecision(_))),
+        "{unbound:?}"
+    );
+    let other = aaa_tools::event::fingerprint(
+        run.tenant(),
+        run.run_id(),
+        &call_id,
+        "pay",
+        &json!({"to": "bob", "cents": 10000}),
+    );
+    run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(other))
+        .await
+        .unwrap();
+    let bare = raw_event(
+        event::APPROVAL_GRANTED,
+        "default",
+        "grants",
+        call_id.as_str(),
+        json!({"call_id": call_id.as_str()}),
+    );
+    engine
+        .bus()
+        .publish("aaa.default.grants.approval.granted", bare.into(), None)
+        .await
+        .unwrap();
+    for why in ["other arguments", "names no fingerprint"] {
+        let refused: ApprovalRefused = fact_of(&run, event::APPROVAL_REFUSED, |e| {
+            e.data_as::<ApprovalRefused>()
+                .is_ok_and(|r| r.reason.contains(why))
+        })
+        .await
+        .data_as()
+        .unwrap();
+        assert_eq!(refused.call_id, call_id);
+    }
+    // Still pending: nothing ran; the grant for what the human saw runs it once.
+    let facts = facts_now(&run).await;
+    assert!(
+        !facts.iter().any(|f| f.kind == event::TOOL_COMPLETED),
+        "a grant for other arguments ran the call"
+    );
+    run.grant(ApprovalDecision::for_request(&asked))
+        .await
+        .unwrap();
+    assert_eq!(
+        run.outcome(&call_id).await.unwrap().for_model(),
+        "paid 10 to bob"
+    );
+}

@@ -56,8 +56,10 @@
 //! An outcome fact's id (its de-duplication id on the bus) is
 //! `outcome.<tenant>.<run>.<call id>`, the same for every attempt, so a republished
 //! outcome is dropped by the bus's de-duplication; an approval request's is
-//! `approval-requested.<tenant>.<run>.<call id>`. Ids never hold `.`, so no two calls
-//! share either (see the table of every derived name in `names.rs`). Versions before
+//! `approval-requested.<tenant>.<run>.<call id>`, an operator's `aaa.tool.resolved`'s
+//! `resolved.<tenant>.<run>.<call id>`. Ids never hold `.`, so no two calls share any
+//! of them (every id, key and subject the engine derives is built by one function and
+//! splits back into its parts). Versions before
 //! 0.2 joined these ids with `-`, which let two calls collide (run `c-1` call `x` and
 //! run `c` call `1-x`); nothing reads a message id back, so a stream written by an
 //! older version reads as before. A request is published with no
@@ -135,8 +137,11 @@ pub const ALL_TYPES: [&str; 12] = [
     TOOL_RESOLVED,
 ];
 
-/// A CloudEvents 1.0 event (see the [module docs](self) for the wire format).
+/// A CloudEvents 1.0 event (see the [module docs](self) for the wire format). Made
+/// with [`Event::new`] or read with [`Event::from_bytes`]; its fields are public to read
+/// and change, and it may gain attributes (so no struct literal outside this crate).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Event {
     /// Always `"1.0"`.
     pub specversion: String,

@@ -236,7 +236,7 @@ pub(super) async fn execute(
         Ok(Ok(value)) => {
             let guards = &entry.handler.guards;
             let checked = if guards.has_post_checks() {
-                guards.check_after(&call.policy(arguments), value)
+                guards.check_after(&call.policy(arguments), value).await
             } else {
                 Ok(value)
             };

@@ -50,6 +50,7 @@ pub(crate) use executor::Executor;
 pub use executor::HandlerHandle;
 pub(crate) use lease::{guard_key, read_record, write_record};
 pub use policy::{GuardPolicy, PolicyCall, PostCall, PreCall};
+pub(crate) use records::decidable;
 pub use retry::RetryPolicy;
 
 use crate::bus::BusError;
@@ -59,10 +60,10 @@ use crate::registry::ToolRegistry;
 use crate::tool::{DEFAULT_POOL, Tool};
 
 /// The size of the `default` pool unless set: 16 concurrent calls.
-pub const DEFAULT_POOL_SIZE: usize = 16;
+pub(crate) const DEFAULT_POOL_SIZE: usize = 16;
 
 /// The default [`ToolHandler::max_result_bytes`]: 768 KiB.
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 768 * 1024;
+pub(crate) const DEFAULT_MAX_RESULT_BYTES: usize = 768 * 1024;
 
 /// The effective settings of one tool under one handler: the handler's defaults merged
 /// with the tool's own options.
@@ -173,6 +174,11 @@ pub struct ToolHandler {
 }
 
 impl ToolHandler {
+    /// The size of a pool no handler declared, `default` included: 16.
+    pub const DEFAULT_POOL_SIZE: usize = DEFAULT_POOL_SIZE;
+    /// The largest result a tool may return by default, in bytes of JSON: 768 KiB.
+    pub const DEFAULT_MAX_RESULT_BYTES: usize = DEFAULT_MAX_RESULT_BYTES;
+
     /// A handler for the tools of `registry`, with default settings.
     pub fn new(registry: ToolRegistry) -> Self {
         let mut pools = BTreeMap::new();

@@ -64,6 +64,21 @@ pub(crate) fn approval_due_key(tenant: &TenantId, run: &RunId, call: &CallId) ->
     CallName::ApprovalDueKey.of(tenant, run, call).to_string()
 }
 
+/// Whether call `call` of the run can still be decided: pending, or not asked for yet
+/// (a decision may come first). `false` once it was decided or has finished.
+pub(crate) async fn decidable(
+    store: &dyn GuardStore,
+    tenant: &TenantId,
+    run: &RunId,
+    call: &CallId,
+) -> Result<bool, StoreError> {
+    let key = approval_key(tenant, run, call);
+    Ok(match read::<ApprovalRecord>(store, &key).await? {
+        None => true,
+        Some((record, _)) => record.state == ApprovalState::Pending,
+    })
+}
+
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

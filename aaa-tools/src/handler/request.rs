@@ -169,7 +169,7 @@ async fn admit_and_run(
     let mut approval_reason = None;
     let guards = &entry.handler.guards;
     let decision = if guards.has_pre_checks() {
-        guards.check_before(&call.policy(&arguments))
+        guards.check_before(&call.policy(&arguments)).await
     } else {
         PreCall::Allow
     };
