@@ -5,7 +5,7 @@
 mod server;
 mod worker;
 
-pub use server::NatsServer;
+pub use server::{NatsServer, WITHOUT_JETSTREAM};
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};
 
 /// A Python interpreter that can import `module`: `AAA_PYTHON` (the venv

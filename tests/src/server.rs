@@ -7,6 +7,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The configuration, for [`NatsServer::start_configured`], of a server that runs
+/// without JetStream.
+pub const WITHOUT_JETSTREAM: &str = "# without JetStream";
+
 /// A running `nats-server`, killed when dropped.
 pub struct NatsServer {
     binary: PathBuf,
@@ -99,7 +103,12 @@ impl NatsServer {
 
     fn launch(&mut self) {
         let mut command = Command::new(&self.binary);
-        if self.config.is_empty() {
+        if self.config == WITHOUT_JETSTREAM {
+            command
+                .args(["-a", "127.0.0.1"])
+                .args(["-p", &self.port.to_string()])
+                .args(["-m", &self.monitor.to_string()]);
+        } else if self.config.is_empty() {
             command
                 .args(["-js", "-a", "127.0.0.1"])
                 .args(["-p", &self.port.to_string()])
@@ -127,7 +136,8 @@ impl NatsServer {
         self.wait_healthy();
     }
 
-    /// Waits until the monitoring endpoint reports JetStream healthy.
+    /// Waits until the monitoring endpoint reports the server (and JetStream, when it
+    /// runs it) healthy.
     fn wait_healthy(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

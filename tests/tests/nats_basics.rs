@@ -298,3 +298,66 @@ async fn a_worker_pulls_only_for_free_pool_slots_and_leaves_the_rest_to_others()
     let ran_second = by.iter().filter(|w| *w == second.0.worker_id()).count();
     assert_eq!((ran_first, ran_second), (2, 2), "{by:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_or_stream_set_up_otherwise_is_a_clear_error() {
+    // No JetStream on the server.
+    let Some(plain) = NatsServer::start_configured(aaa_tests::WITHOUT_JETSTREAM) else {
+        return;
+    };
+    let error = NatsOptions::new(plain.url()).connect().await.unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("is JetStream enabled on the server?"),
+        "{error}"
+    );
+    drop(plain);
+
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    // Three replicas asked of a server outside a cluster.
+    let error = NatsOptions::new(server.url())
+        .replicas(3)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("need a JetStream cluster"),
+        "{error}"
+    );
+    // A stream of that name made otherwise: named, never reconfigured.
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: "AAA".into(),
+        subjects: vec!["other.>".into()],
+        storage: async_nats::jetstream::stream::StorageType::Memory,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let error = NatsOptions::new(server.url()).connect().await.unwrap_err();
+    let text = error.to_string();
+    assert!(
+        matches!(error, aaa_tools::nats::NatsError::Mismatch { .. }),
+        "{text}"
+    );
+    for expected in [
+        "stream AAA exists with another configuration",
+        r#"subjects: it has ["other.>"], the options ask ["aaa.>"]"#,
+        "storage: it has Memory, the options ask File",
+    ] {
+        assert!(text.contains(expected), "{text}");
+    }
+    let info = js.get_stream("AAA").await.unwrap().cached_info().clone();
+    assert_eq!(info.config.subjects, ["other.>"], "left as it was");
+    // The same options on a stream of another name work.
+    let engine = NatsOptions::new(server.url())
+        .stream("AAA2")
+        .connect()
+        .await
+        .unwrap();
+    drop(engine);
+}

@@ -113,13 +113,12 @@ impl NatsBus {
         let max_payload = client.server_info().max_payload;
         let js = jetstream::new(client);
         let config = facts_stream(&options);
+        let what = format!("stream {}", options.stream);
         let stream = js
-            .get_or_create_stream(config)
+            .get_or_create_stream(config.clone())
             .await
-            .map_err(|error| NatsError::Setup {
-                what: format!("stream {}", options.stream),
-                detail: error.to_string(),
-            })?;
+            .map_err(|error| super::setup_error(what.clone(), error))?;
+        super::check_stream(&what, &stream.cached_info().config, &config, true)?;
         Ok(NatsBus {
             js,
             stream,

@@ -171,6 +171,86 @@ pub enum NatsError {
         /// Why it failed.
         detail: String,
     },
+    /// The stream or bucket exists with another configuration than the options ask.
+    /// The engine never reconfigures what it finds.
+    #[error(
+        "JetStream {what} exists with another configuration than the options ask: {}; \
+         change the options to match, or change the {what} yourself (the engine never \
+         reconfigures it)",
+        .differences.join("; ")
+    )]
+    Mismatch {
+        /// The stream or bucket.
+        what: String,
+        /// Each setting that differs, with both values.
+        differences: Vec<String>,
+    },
+}
+
+/// A setup error for `what`, with what to do where the server's answer is known to
+/// puzzle: no JetStream, or replicas on a server outside a cluster.
+pub(crate) fn setup_error(what: String, error: impl std::fmt::Display) -> NatsError {
+    let detail = error.to_string();
+    let lower = detail.to_lowercase();
+    let hint = if ["not enabled", "unavailable", "no responders"]
+        .iter()
+        .any(|word| lower.contains(word))
+    {
+        "; is JetStream enabled on the server? (`nats-server -js`, or a `jetstream {}` \
+         block in its config)"
+    } else if lower.contains("replicas > 1") || lower.contains("insufficient resources") {
+        "; replicas above 1 need a JetStream cluster of at least that many servers \
+         (`NatsOptions::replicas(1)` on a single server)"
+    } else {
+        ""
+    };
+    NatsError::Setup {
+        what,
+        detail: format!("{detail}{hint}"),
+    }
+}
+
+/// Checks an existing stream's configuration against the one the options ask for:
+/// subjects (when `subjects` is set), replicas, storage.
+pub(crate) fn check_stream(
+    what: &str,
+    found: &async_nats::jetstream::stream::Config,
+    wanted: &async_nats::jetstream::stream::Config,
+    subjects: bool,
+) -> Result<(), NatsError> {
+    let mut differences = Vec::new();
+    if subjects {
+        let (mut a, mut b) = (found.subjects.clone(), wanted.subjects.clone());
+        a.sort();
+        b.sort();
+        if a != b {
+            differences.push(format!(
+                "subjects: it has {:?}, the options ask {:?}",
+                found.subjects, wanted.subjects
+            ));
+        }
+    }
+    if found.num_replicas.max(1) != wanted.num_replicas.max(1) {
+        differences.push(format!(
+            "replicas: it has {}, the options ask {}",
+            found.num_replicas.max(1),
+            wanted.num_replicas.max(1)
+        ));
+    }
+    if found.storage != wanted.storage {
+        differences.push(format!(
+            "storage: it has {:?}, the options ask {:?}",
+            found.storage, wanted.storage
+        ));
+    }
+    if differences.is_empty() {
+        Ok(())
+    } else {
+        Err(NatsError::Mismatch {
+            what: what.to_owned(),
+            differences,
+        })
+    }
 }
 
 impl NatsOptions {

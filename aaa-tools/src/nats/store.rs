@@ -54,10 +54,8 @@ impl NatsStore {
         options.validate()?;
         let js = jetstream::new(client.clone());
         let bucket = &options.bucket;
-        let setup = |detail: String| NatsError::Setup {
-            what: format!("KV bucket {bucket}"),
-            detail,
-        };
+        let what = format!("KV bucket {bucket}");
+        let setup = |detail: String| super::setup_error(what.clone(), detail);
         let kv = match js.get_key_value(bucket.as_str()).await {
             Ok(kv) => kv,
             Err(_) => create_bucket(&js, &options).await.map_err(setup)?,
@@ -66,14 +64,17 @@ impl NatsStore {
             .get_stream(format!("KV_{bucket}"))
             .await
             .map_err(|e| setup(e.to_string()))?;
+        let wanted = stream::Config {
+            num_replicas: options.replicas,
+            storage: storage_type(options.storage),
+            ..Default::default()
+        };
+        super::check_stream(&what, &stream.cached_info().config, &wanted, false)?;
         let clock_key = format!("clock.{}", uuid::Uuid::new_v4().simple());
         let facts = js
             .get_or_create_stream(super::bus::facts_stream(&options))
             .await
-            .map_err(|error| NatsError::Setup {
-                what: format!("stream {}", options.stream),
-                detail: error.to_string(),
-            })?;
+            .map_err(|error| super::setup_error(format!("stream {}", options.stream), error))?;
         let fences = options.fenced_outcomes
             && super::server_at_least(&client.server_info().version, (2, 11));
         Ok(NatsStore {

@@ -1,0 +1,369 @@
+//! [`AssistantTurn`] and its parts: what a model said in one turn, provider-neutral.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use aaa_tools::CallId;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::CodecError;
+
+/// The provider whose wire format a codec speaks; named in every [`CodecError`](crate::CodecError).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Provider {
+    /// OpenAI Chat Completions ([`openai_chat`](crate::openai_chat)).
+    OpenAiChat,
+    /// OpenAI Responses ([`openai_responses`](crate::openai_responses)).
+    OpenAiResponses,
+    /// Anthropic Messages ([`anthropic`](crate::anthropic)).
+    Anthropic,
+    /// Google Gemini `generateContent` ([`gemini`](crate::gemini)).
+    Gemini,
+}
+
+impl Provider {
+    /// The API's name, as error messages say it: `OpenAI Chat Completions`, ...
+    pub fn api_name(self) -> &'static str {
+        match self {
+            Provider::OpenAiChat => "OpenAI Chat Completions",
+            Provider::OpenAiResponses => "OpenAI Responses",
+            Provider::Anthropic => "Anthropic Messages",
+            Provider::Gemini => "Gemini generateContent",
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.api_name())
+    }
+}
+
+/// One assistant turn, whole: what the model wrote, the tools it called (in its order),
+/// why it stopped and what it cost.
+///
+/// Built by each provider's `parse` (a whole response) or `Assembler` (a stream);
+/// serializable, so a loop can keep it as a fact and resume from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct AssistantTurn {
+    /// The model's text, its parts joined; `None` when it wrote none. Reasoning
+    /// ("thinking") is not included.
+    pub text: Option<String>,
+    /// The tool calls, in the order the provider listed them. Whatever the stop
+    /// reason, each one needs an answer in the next request.
+    pub calls: Vec<ProviderCall>,
+    /// Why the model stopped.
+    pub stop: StopReason,
+    /// Token counts.
+    pub usage: Usage,
+}
+
+impl AssistantTurn {
+    /// Whether the turn asks for tools to run (it has calls).
+    pub fn has_calls(&self) -> bool {
+        !self.calls.is_empty()
+    }
+}
+
+/// The turn a codec read, checked the same way for every provider: no provider id
+/// twice, [`StopReason::ToolUse`] exactly when there are calls (for a turn that ended
+/// normally), and something in it.
+pub(crate) fn finish_turn(
+    provider: Provider,
+    text: String,
+    calls: Vec<ProviderCall>,
+    stop: StopReason,
+    usage: Usage,
+) -> Result<AssistantTurn, CodecError> {
+    let mut seen = HashMap::with_capacity(calls.len());
+    for (position, call) in calls.iter().enumerate() {
+        if let Some(&first) = seen.get(&call.call_id) {
+            return Err(CodecError::DuplicateCallId {
+                provider,
+                provider_id: call.answer_id().to_owned(),
+                first,
+                second: position,
+            });
+        }
+        seen.insert(&call.call_id, position);
+    }
+    let text = (!text.is_empty()).then_some(text);
+    let stop = match stop {
+        StopReason::EndTurn | StopReason::ToolUse if !calls.is_empty() => StopReason::ToolUse,
+        StopReason::EndTurn | StopReason::ToolUse if text.is_none() => {
+            return Err(CodecError::Empty { provider });
+        }
+        StopReason::ToolUse => StopReason::EndTurn,
+        other => other,
+    };
+    Ok(AssistantTurn {
+        text,
+        calls,
+        stop,
+        usage,
+    })
+}
+
+/// One tool call as the provider sent it, with the [`CallId`] the engine knows it by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ProviderCall {
+    /// The provider's id for the call, exactly as sent; the outcome is rendered back
+    /// with it. `None` only for a Gemini call that came without one.
+    pub provider_id: Option<String>,
+    /// The engine's id: [`call_id_for`](crate::call_id_for) of the provider id, or a
+    /// positional id for a Gemini call without one
+    /// ([`gemini::positional_call_id`](crate::gemini::positional_call_id)).
+    pub call_id: CallId,
+    /// The tool's name as the model sent it (unknown names are the engine's to answer).
+    pub name: String,
+    /// The arguments, or what is wrong with them.
+    pub arguments: ArgumentsOrProblem,
+}
+
+impl ProviderCall {
+    /// A call with the provider's id `provider_id` (its [`CallId`] derived with
+    /// [`call_id_for`](crate::call_id_for)).
+    ///
+    /// ```
+    /// use aaa_loop::{ArgumentsOrProblem, ProviderCall};
+    ///
+    /// let call = ProviderCall::new("call_1", "get_weather", ArgumentsOrProblem::from_text(r#"{"city":"Oslo"}"#));
+    /// assert_eq!(call.call_id.as_str(), "call_1");
+    /// ```
+    pub fn new(
+        provider_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: ArgumentsOrProblem,
+    ) -> Self {
+        let provider_id = provider_id.into();
+        ProviderCall {
+            call_id: crate::call_id_for(&provider_id),
+            provider_id: Some(provider_id),
+            name: name.into(),
+            arguments,
+        }
+    }
+
+    /// A call the provider gave no id, known by `call_id`.
+    pub(crate) fn without_id(call_id: CallId, name: String, arguments: ArgumentsOrProblem) -> Self {
+        ProviderCall {
+            provider_id: None,
+            call_id,
+            name,
+            arguments,
+        }
+    }
+
+    /// The id to answer the call with: the provider's, else the engine's.
+    pub(crate) fn answer_id(&self) -> &str {
+        self.provider_id.as_deref().unwrap_or(self.call_id.as_str())
+    }
+}
+
+/// A call's arguments: one JSON object, or a model-readable reason why there is none.
+///
+/// A `Problem` call is still a call: the loop answers it (with a `bad_args` failure
+/// carrying the message), so the model can send it again correctly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ArgumentsOrProblem {
+    /// The arguments object.
+    Arguments(Map<String, Value>),
+    /// Why the arguments cannot be used, in words for the model.
+    Problem(String),
+}
+
+impl ArgumentsOrProblem {
+    /// Reads arguments sent as JSON text (OpenAI's `arguments` string): one object, or
+    /// a problem saying what is wrong. Empty text counts as no arguments (`{}`).
+    ///
+    /// ```
+    /// use aaa_loop::ArgumentsOrProblem;
+    ///
+    /// assert!(matches!(ArgumentsOrProblem::from_text(r#"{"a": 1}"#), ArgumentsOrProblem::Arguments(_)));
+    /// let ArgumentsOrProblem::Problem(problem) = ArgumentsOrProblem::from_text(r#"{"a": "#) else { panic!() };
+    /// assert_eq!(
+    ///     problem,
+    ///     "the arguments are cut off: the JSON ends early (EOF while parsing a value at line 1 column 6); send one complete JSON object"
+    /// );
+    /// ```
+    pub fn from_text(text: &str) -> Self {
+        if text.trim().is_empty() {
+            return ArgumentsOrProblem::Arguments(Map::new());
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) => ArgumentsOrProblem::from_value(value),
+            Err(e) if e.is_eof() => ArgumentsOrProblem::Problem(format!(
+                "the arguments are cut off: the JSON ends early ({e}); send one complete JSON object"
+            )),
+            Err(e) => ArgumentsOrProblem::Problem(format!(
+                "the arguments are not valid JSON ({e}); send one JSON object"
+            )),
+        }
+    }
+
+    /// Takes arguments sent as a JSON value (Anthropic's `input`, Gemini's `args`): an
+    /// object, or a problem naming what arrived instead.
+    ///
+    /// ```
+    /// use aaa_loop::ArgumentsOrProblem;
+    ///
+    /// let ArgumentsOrProblem::Problem(problem) = ArgumentsOrProblem::from_value(serde_json::json!([1, 2])) else { panic!() };
+    /// assert!(problem.starts_with("the arguments are a JSON array, not an object"));
+    /// ```
+    pub fn from_value(value: Value) -> Self {
+        let what = match value {
+            Value::Object(map) => return ArgumentsOrProblem::Arguments(map),
+            Value::Null => "null",
+            Value::Bool(_) => "a JSON boolean",
+            Value::Number(_) => "a JSON number",
+            Value::String(_) => "a JSON string",
+            Value::Array(_) => "a JSON array",
+        };
+        ArgumentsOrProblem::Problem(format!(
+            "the arguments are {what}, not an object; send one JSON object whose \
+             properties are the tool's arguments"
+        ))
+    }
+
+    /// The arguments, when they are usable.
+    pub fn arguments(&self) -> Option<&Map<String, Value>> {
+        match self {
+            ArgumentsOrProblem::Arguments(map) => Some(map),
+            ArgumentsOrProblem::Problem(_) => None,
+        }
+    }
+
+    /// The problem, when there is one.
+    pub fn problem(&self) -> Option<&str> {
+        match self {
+            ArgumentsOrProblem::Problem(problem) => Some(problem),
+            ArgumentsOrProblem::Arguments(_) => None,
+        }
+    }
+}
+
+/// Arguments sent as JSON text (both OpenAI APIs): the text, or the object itself (as
+/// some compatible servers send it); none at all counts as `{}`.
+pub(crate) fn text_arguments(value: Option<&Value>) -> ArgumentsOrProblem {
+    match value {
+        None | Some(Value::Null) => ArgumentsOrProblem::Arguments(Map::new()),
+        Some(Value::String(text)) => ArgumentsOrProblem::from_text(text),
+        Some(other) => ArgumentsOrProblem::from_value(other.clone()),
+    }
+}
+
+/// Why the model stopped. Each codec documents how its provider's reasons map.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its answer (natural end or a stop sequence).
+    EndTurn,
+    /// The model asked for tools; the turn has calls.
+    ToolUse,
+    /// The model ran out of tokens (the output limit, or the context window); text and
+    /// arguments may be cut off.
+    MaxTokens,
+    /// The model or the provider's safety system declined. The text says why, in the
+    /// model's words when it gave some (OpenAI's `refusal`), else the provider's reason.
+    Refused(String),
+    /// Any other reason, as the provider named it (e.g. Anthropic `pause_turn`, Gemini
+    /// `MALFORMED_FUNCTION_CALL`).
+    Other(String),
+}
+
+/// Token counts of one turn; 0 where the provider did not report a count.
+///
+/// The counts mean the same for every provider: `input_tokens` is the whole prompt
+/// (cached tokens included, which Anthropic reports apart), `output_tokens` the whole
+/// output (reasoning included, which Gemini reports apart).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Usage {
+    /// Prompt tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's cache.
+    pub cached_input_tokens: u64,
+    /// Output tokens spent on reasoning.
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// `input_tokens + output_tokens`.
+    pub fn total_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problem(a: ArgumentsOrProblem) -> String {
+        a.problem().expect("a problem").to_owned()
+    }
+
+    #[test]
+    fn arguments_text_is_one_object_or_a_problem() {
+        assert_eq!(
+            ArgumentsOrProblem::from_text(r#" {"city": "Oslo"} "#),
+            ArgumentsOrProblem::Arguments(json!({"city": "Oslo"}).as_object().unwrap().clone())
+        );
+        assert_eq!(
+            ArgumentsOrProblem::from_text("  "),
+            ArgumentsOrProblem::Arguments(Map::new())
+        );
+        assert_eq!(
+            problem(ArgumentsOrProblem::from_text("{city: Oslo}")),
+            "the arguments are not valid JSON (key must be a string at line 1 column 2); send one JSON object"
+        );
+        assert_eq!(
+            problem(ArgumentsOrProblem::from_text(r#"{"city": "Os"#)),
+            "the arguments are cut off: the JSON ends early (EOF while parsing a string at line 1 column 12); send one complete JSON object"
+        );
+        assert_eq!(
+            problem(ArgumentsOrProblem::from_text(r#"{"a":1} x"#)),
+            "the arguments are not valid JSON (trailing characters at line 1 column 9); send one JSON object"
+        );
+        assert_eq!(
+            problem(ArgumentsOrProblem::from_text(r#""{\"a\":1}""#)),
+            "the arguments are a JSON string, not an object; send one JSON object whose properties are the tool's arguments"
+        );
+        assert!(
+            problem(ArgumentsOrProblem::from_text("null")).starts_with("the arguments are null,")
+        );
+    }
+
+    #[test]
+    fn usage_total_and_turn_round_trip_through_serde() {
+        let turn = AssistantTurn {
+            text: Some("hi".into()),
+            calls: vec![ProviderCall::new(
+                "a.b",
+                "t",
+                ArgumentsOrProblem::Problem("bad".into()),
+            )],
+            stop: StopReason::Refused("no".into()),
+            usage: Usage {
+                input_tokens: 3,
+                output_tokens: 4,
+                ..Usage::default()
+            },
+        };
+        assert_eq!(turn.usage.total_tokens(), 7);
+        let back: AssistantTurn =
+            serde_json::from_value(serde_json::to_value(&turn).unwrap()).unwrap();
+        assert_eq!(back, turn);
+        assert_eq!(back.calls[0].answer_id(), "a.b");
+    }
+}
