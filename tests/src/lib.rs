@@ -47,3 +47,42 @@ pub(crate) fn say_skipped(reason: &str) {
         );
     });
 }
+
+/// Every fact of `run` up to now: a marker request (for a tool nobody serves) is
+/// published last, and the run's facts are read until it comes back.
+pub async fn facts_until_now(run: &aaa_tools::RunHandle) -> Vec<aaa_tools::event::Event> {
+    use futures::StreamExt;
+    let mut facts = run.facts().await.expect("the run's facts");
+    let marker = run
+        .request("no_such_tool_marker", serde_json::json!({}))
+        .await
+        .expect("the marker is published");
+    let mut out = Vec::new();
+    while let Some(fact) = facts.next().await {
+        let fact = fact.expect("a readable fact");
+        if fact.kind == aaa_tools::event::TOOL_REQUESTED
+            && fact.subject.as_deref() == Some(marker.as_str())
+        {
+            return out;
+        }
+        out.push(fact);
+    }
+    panic!("the run's facts ended before the marker")
+}
+
+/// The JSON of an event whose attributes say `tenant` and `run`, as any publisher may
+/// write it (source `elsewhere`).
+pub fn raw_event(
+    kind: &str,
+    tenant: &str,
+    run: &str,
+    call: &str,
+    data: serde_json::Value,
+) -> Vec<u8> {
+    serde_json::json!({
+        "specversion": "1.0", "id": aaa_tools::new_call_id().as_str(), "source": "elsewhere",
+        "type": kind, "subject": call, "aaatenant": tenant, "aaarunid": run, "data": data,
+    })
+    .to_string()
+    .into_bytes()
+}

@@ -264,25 +264,12 @@ async fn next_refusal(run: &RunHandle, nth: usize) -> ApprovalRefused {
         .expect("no approval decision was refused")
 }
 
-/// Whether the run holds an outcome fact for `call` now (a replay up to the present).
+/// Whether the run holds an outcome fact for `call` now.
 async fn has_outcome(run: &RunHandle, call: &CallId) -> bool {
-    let mut facts = run.facts().await.unwrap();
-    // A marker published now: everything before it in the log has been replayed once
-    // the marker comes back.
-    let marker = run.request("no_such_tool_marker", json!({})).await.unwrap();
-    while let Some(fact) = facts.next().await {
-        let fact = fact.unwrap();
-        if fact.subject.as_deref() == Some(marker.as_str()) {
-            return false;
-        }
-        if (fact.kind == aaa_tools::event::TOOL_COMPLETED
-            || fact.kind == aaa_tools::event::TOOL_FAILED)
+    aaa_tests::facts_until_now(run).await.iter().any(|fact| {
+        (fact.kind == event::TOOL_COMPLETED || fact.kind == event::TOOL_FAILED)
             && fact.subject.as_deref() == Some(call.as_str())
-        {
-            return true;
-        }
-    }
-    false
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1043,17 +1030,6 @@ async fn a_result_over_the_size_limit_is_a_failure_the_model_can_act_on() {
     );
 }
 
-/// The JSON of an event whose attributes say `tenant`/`run`, as any publisher may
-/// write it.
-fn raw_event(kind: &str, tenant: &str, run: &str, call: &str, data: Value) -> Vec<u8> {
-    json!({
-        "specversion": "1.0", "id": aaa_tools::new_call_id().as_str(), "source": "elsewhere",
-        "type": kind, "subject": call, "aaatenant": tenant, "aaarunid": run, "data": data,
-    })
-    .to_string()
-    .into_bytes()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_subject_decides_the_tenant_and_the_run() {
     let w = world().await;
@@ -1063,7 +1039,7 @@ async fn the_subject_decides_the_tenant_and_the_run() {
     let intruder = w.engine.run_for(evil.clone(), run_id.clone());
     // A request on evil's subject that claims to be default's: refused on evil's run,
     // naming both; it runs nowhere.
-    let request = raw_event(
+    let request = aaa_tests::raw_event(
         event::TOOL_REQUESTED,
         "default",
         "r-1",
@@ -1086,7 +1062,7 @@ async fn the_subject_decides_the_tenant_and_the_run() {
         "{message}"
     );
     // A request on run r-1's subject whose attributes name run r-2 answers on r-1.
-    let other_run = raw_event(
+    let other_run = aaa_tests::raw_event(
         event::TOOL_REQUESTED,
         "default",
         "r-2",
@@ -1110,7 +1086,7 @@ async fn the_subject_decides_the_tenant_and_the_run() {
         .await
         .unwrap();
     let asked = next_approval_of(&victim, &call_id).await;
-    let grant = raw_event(
+    let grant = aaa_tests::raw_event(
         event::APPROVAL_GRANTED,
         "default",
         "r-1",

@@ -67,31 +67,6 @@ async fn fact_of(run: &RunHandle, kind: &str, pick: impl Fn(&Event) -> bool) -> 
         .unwrap_or_else(|_| panic!("no {kind} fact within 20 s"))
 }
 
-/// Every fact of the run up to now: a marker request published last is read back.
-async fn facts_now(run: &RunHandle) -> Vec<Event> {
-    let mut facts = run.facts().await.unwrap();
-    let marker = run.request("no_such_tool", json!({})).await.unwrap();
-    let mut out = Vec::new();
-    while let Some(fact) = facts.next().await {
-        let fact = fact.unwrap();
-        if fact.kind == event::TOOL_REQUESTED && fact.subject.as_deref() == Some(marker.as_str()) {
-            return out;
-        }
-        out.push(fact);
-    }
-    panic!("the run's facts ended before the marker")
-}
-
-/// An event as any publisher may write it, its attributes saying `tenant` and `run`.
-fn raw_event(kind: &str, tenant: &str, run: &str, call: &str, data: Value) -> Vec<u8> {
-    json!({
-        "specversion": "1.0", "id": aaa_tools::new_call_id().as_str(), "source": "elsewhere",
-        "type": kind, "subject": call, "aaatenant": tenant, "aaarunid": run, "data": data,
-    })
-    .to_string()
-    .into_bytes()
-}
-
 fn id<T: TryFrom<&'static str>>(text: &'static str) -> T
 where
     T::Error: std::fmt::Debug,
@@ -208,7 +183,7 @@ async fn a_tenant_bounded_by_subjects_changes_nothing_in_another() {
     let touched = TOUCHED.load(Ordering::SeqCst);
 
     // Evil's subject, default's attributes: refused on evil's run, run nowhere.
-    let request = raw_event(
+    let request = aaa_tests::raw_event(
         event::TOOL_REQUESTED,
         "default",
         "r-1",
@@ -230,7 +205,7 @@ async fn a_tenant_bounded_by_subjects_changes_nothing_in_another() {
     );
     // Default's own subjects are closed to evil: the server refuses the publish.
     for kind in ["tool.requested", "tool.completed", "approval.granted"] {
-        let request = raw_event(
+        let request = aaa_tests::raw_event(
             &format!("aaa.{kind}"),
             "default",
             "r-1",
@@ -255,7 +230,7 @@ async fn a_tenant_bounded_by_subjects_changes_nothing_in_another() {
         .data_as()
         .unwrap();
     for kind in [event::APPROVAL_GRANTED, event::APPROVAL_DENIED] {
-        let grant = raw_event(
+        let grant = aaa_tests::raw_event(
             kind,
             "default",
             "r-1",
@@ -283,7 +258,7 @@ async fn a_tenant_bounded_by_subjects_changes_nothing_in_another() {
 
     // Nothing of evil's reached default's run: no outcome but its own, the call still
     // pending, `touch` never ran.
-    let facts = facts_now(&victim).await;
+    let facts = aaa_tests::facts_until_now(&victim).await;
     let outcomes: Vec<_> = facts
         .iter()
         .filter(|f| f.kind == event::TOOL_COMPLETED || f.kind == event::TOOL_FAILED)
@@ -315,7 +290,7 @@ fn request_of_size(size: usize, run: &str, call: &str, pad_name: bool) -> Vec<u8
             ("pay".to_owned(), "n".repeat(pad))
         };
         let arguments = json!({"to": "bob", "cents": 1, "note": note});
-        raw_event(
+        aaa_tests::raw_event(
             event::TOOL_REQUESTED,
             "default",
             run,
@@ -511,7 +486,7 @@ async fn a_grant_for_other_arguments_or_none_runs_nothing() {
     run.grant(ApprovalDecision::new(call_id.clone()).with_fingerprint(other))
         .await
         .unwrap();
-    let bare = raw_event(
+    let bare = aaa_tests::raw_event(
         event::APPROVAL_GRANTED,
         "default",
         "grants",
@@ -534,7 +509,7 @@ async fn a_grant_for_other_arguments_or_none_runs_nothing() {
         assert_eq!(refused.call_id, call_id);
     }
     // Still pending: nothing ran; the grant for what the human saw runs it once.
-    let facts = facts_now(&run).await;
+    let facts = aaa_tests::facts_until_now(&run).await;
     assert!(
         !facts.iter().any(|f| f.kind == event::TOOL_COMPLETED),
         "a grant for other arguments ran the call"
