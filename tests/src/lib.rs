@@ -2,9 +2,11 @@
 //! per test ([`NatsServer`]) and worker processes ([`WorkerProcess`]) for the fault
 //! tests of the JetStream bus and KV store.
 
+mod cluster;
 mod server;
 mod worker;
 
+pub use cluster::NatsCluster;
 pub use server::{NatsServer, WITHOUT_JETSTREAM};
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};
 

@@ -34,7 +34,7 @@ pub(crate) fn find_binary() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("a free port");
     listener.local_addr().expect("its address").port()
 }
@@ -153,16 +153,17 @@ impl NatsServer {
     }
 
     fn healthy(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.monitor)) else {
-            return false;
-        };
-        let request = "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n";
-        if stream.write_all(request.as_bytes()).is_err() {
-            return false;
-        }
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")
+        self.monitor_get("/healthz").is_some()
+    }
+
+    /// The body of a `200` answer of the server's monitoring endpoint at `path`.
+    fn monitor_get(&self, path: &str) -> Option<String> {
+        monitor_get(self.monitor, path)
+    }
+
+    /// What the server's monitoring endpoint says at `path` (`/varz`, `/jsz`), as JSON.
+    pub fn monitor(&self, path: &str) -> Option<serde_json::Value> {
+        serde_json::from_str(&self.monitor_get(path)?).ok()
     }
 
     /// Stops the server with `signal` (`TERM`, `KILL`) and waits for it to exit.
@@ -193,6 +194,26 @@ impl Drop for NatsServer {
             let _ = child.wait();
         }
     }
+}
+
+/// The body of a `200` answer of the monitoring endpoint on `port` at `path`.
+fn monitor_get(port: u16, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    if !(response.starts_with("HTTP/1.0 200") || response.starts_with("HTTP/1.1 200")) {
+        return None;
+    }
+    response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+}
+
+/// Whether the monitoring endpoint on `port` answers `path` with a `200`.
+pub(crate) fn monitor_ok(port: u16, path: &str) -> bool {
+    monitor_get(port, path).is_some()
 }
 
 /// Sends `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to process `pid`.

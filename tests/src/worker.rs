@@ -24,6 +24,10 @@ pub struct WorkerSettings {
     pub max_attempts: u32,
     /// Calls one worker runs at once.
     pub max_in_flight: usize,
+    /// The replicas of the stream and bucket (3 on a cluster).
+    pub replicas: usize,
+    /// Further servers of the cluster (the worker fails over to them).
+    pub more_servers: Vec<String>,
 }
 
 impl Default for WorkerSettings {
@@ -34,6 +38,8 @@ impl Default for WorkerSettings {
             lost_lease: "cancel",
             max_attempts: 3,
             max_in_flight: 64,
+            replicas: 1,
+            more_servers: Vec::new(),
         }
     }
 }
@@ -61,6 +67,8 @@ impl WorkerProcess {
             .env("AAA_LOST_LEASE", settings.lost_lease)
             .env("AAA_MAX_ATTEMPTS", settings.max_attempts.to_string())
             .env("AAA_MAX_IN_FLIGHT", settings.max_in_flight.to_string())
+            .env("AAA_REPLICAS", settings.replicas.to_string())
+            .env("AAA_MORE_SERVERS", settings.more_servers.join(","))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true);

@@ -105,7 +105,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     guard.lost_lease = lost_lease;
     guard.wait_poll_s = env_f64("AAA_WAIT_POLL_S", 0.2);
 
-    let engine = NatsOptions::new(url).connect().await?;
+    let mut options = NatsOptions::new(url).replicas(env_f64("AAA_REPLICAS", 1.0) as usize);
+    for more in env("AAA_MORE_SERVERS").iter().flat_map(|s| s.split(',')) {
+        options = options.server(more);
+    }
+    let engine = options.connect().await?;
     let worker = engine.worker_id().to_owned();
     let registry = ToolRegistry::builder()
         .tools(tools![work, work_once, crash, approved])
