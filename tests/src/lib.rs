@@ -4,10 +4,12 @@
 
 mod cluster;
 mod server;
+mod wire;
 mod worker;
 
 pub use cluster::NatsCluster;
 pub use server::{NatsServer, WITHOUT_JETSTREAM};
+pub use wire::{WireBus, bus_under_test, embedded, over_the_wire};
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};
 
 /// A Python interpreter that can import `module`: `AAA_PYTHON` (the venv

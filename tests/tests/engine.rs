@@ -200,7 +200,7 @@ fn handler(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolHandler {
 async fn world() -> World {
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let worker = handler(&seen, &gate).attach(&engine).await.unwrap();
     World {
         engine,
@@ -563,7 +563,7 @@ async fn a_pending_approval_holds_no_pool_slot() {
 async fn approvals_time_out() {
     let seen = Arc::new(Seen::default());
     let gate = Arc::new(Gate::default());
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let _worker = handler(&seen, &gate)
         .approval_timeout(Duration::from_millis(100))
         .attach(&engine)
@@ -589,7 +589,7 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
     let gate = Arc::new(Gate::default());
 
     // Worker 1 asks for approval, then goes away.
-    let first = Engine::new(bus.clone(), store.clone());
+    let first = Engine::new(aaa_tests::bus_under_test(bus.clone()), store.clone());
     let worker = handler(&seen, &gate).attach(&first).await.unwrap();
     let run = first.new_run();
     let call_id = run
@@ -603,7 +603,7 @@ async fn a_grant_survives_the_worker_that_asked_and_can_come_first() {
     run.grant(ApprovalDecision::for_request(&asked))
         .await
         .unwrap();
-    let second = Engine::new(bus.clone(), store.clone());
+    let second = Engine::new(aaa_tests::bus_under_test(bus.clone()), store.clone());
     let _worker = handler(&seen, &gate).attach(&second).await.unwrap();
     assert_eq!(
         run.outcome(&call_id).await.unwrap().for_model(),
@@ -709,7 +709,7 @@ async fn a_delegation_chain_deeper_than_its_pool_completes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn budgets_limit_calls_per_run_and_per_tool() {
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let registry = ToolRegistry::new(tools![echo_after, secret]).unwrap();
     let policy = GuardPolicy::new()
         .max_calls_per_run(3)
@@ -769,7 +769,7 @@ async fn a_request_lost_with_its_worker_is_delivered_to_the_next() {
             .with_lease_ttl_s(0.2)
             .with_wait_poll_s(0.02)
     };
-    let first = Engine::new(bus.clone(), store.clone());
+    let first = Engine::new(aaa_tests::bus_under_test(bus.clone()), store.clone());
     let worker = handler(&seen, &gate)
         .guard(short_lease())
         .attach(&first)
@@ -780,7 +780,7 @@ async fn a_request_lost_with_its_worker_is_delivered_to_the_next() {
     gate.entered.notified().await;
     drop(worker); // the worker dies mid-call, without acking
 
-    let second = Engine::new(bus.clone(), store.clone());
+    let second = Engine::new(aaa_tests::bus_under_test(bus.clone()), store.clone());
     let _worker = handler(&seen, &gate)
         .guard(short_lease())
         .attach(&second)
@@ -832,7 +832,7 @@ async fn shutdown_lets_running_calls_finish_and_leaves_the_rest() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn handlers_on_one_engine_merge_their_tools() {
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let a = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap())
         .attach(&engine)
         .await
@@ -856,7 +856,7 @@ async fn handlers_on_one_engine_merge_their_tools() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_second_handler_cannot_change_what_the_executor_runs_with() {
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let _first = ToolHandler::new(ToolRegistry::new(tools![add]).unwrap())
         .pool("payments", 2)
         .attach(&engine)
@@ -954,9 +954,11 @@ async fn in_process_events_travel_unwritten_and_read_back_as_the_wire_format() {
     // Two requests, an attempt started, a completion, a failure.
     while kinds.len() < 5 {
         let stored = log.next().await.unwrap().unwrap();
-        assert!(
-            !stored.payload.is_written(),
-            "{} was written to bytes on its way",
+        // Over the wire (AAA_WIRE=bytes) every payload is bytes by design.
+        assert_eq!(
+            stored.payload.is_written(),
+            aaa_tests::over_the_wire(),
+            "{}: written to bytes on its way only over the wire",
             stored.subject
         );
         let event = Event::from_bytes(&stored.payload).expect("a valid event");
@@ -1011,7 +1013,7 @@ async fn blob(n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_result_over_the_size_limit_is_a_failure_the_model_can_act_on() {
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let _worker = ToolHandler::new(ToolRegistry::new(tools![blob]).unwrap())
         .max_result_bytes(1000)
         .attach(&engine)
@@ -1118,7 +1120,7 @@ async fn the_subject_decides_the_tenant_and_the_run() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_early_grant_without_a_fingerprint_approves_nothing() {
     let (seen, gate) = (Arc::new(Seen::default()), Arc::new(Gate::default()));
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let _worker = handler(&seen, &gate).attach(&engine).await.unwrap();
     let run = engine.new_run();
     let early = CallId::new("call-early").unwrap();
@@ -1154,7 +1156,7 @@ async fn an_early_grant_without_a_fingerprint_approves_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn async_guardrails_decide_and_fail_closed_when_they_hang() {
     let (seen, gate) = (Arc::new(Seen::default()), Arc::new(Gate::default()));
-    let engine = Engine::embedded();
+    let engine = aaa_tests::embedded();
     let policy = GuardPolicy::new()
         .before_async(|call: aaa_tools::PolicyCall| async move {
             // A service that takes its time to answer.

@@ -152,7 +152,10 @@ impl System {
     }
 
     fn engine(&self) -> Engine {
-        Engine::new(self.bus.clone(), self.store.clone())
+        Engine::new(
+            aaa_tests::bus_under_test(self.bus.clone()),
+            self.store.clone(),
+        )
     }
 
     async fn worker(&self, guard: GuardConfig) -> (Engine, HandlerHandle) {
@@ -370,7 +373,7 @@ impl StallableWorker {
                 .unwrap();
             tx.send(runtime.handle().clone()).unwrap();
             runtime.block_on(async move {
-                let engine = Engine::new(bus, store);
+                let engine = Engine::new(aaa_tests::bus_under_test(bus), store);
                 let _handle = handler(&probe, &ledger, guard)
                     .ack_wait(Duration::from_millis(300))
                     .attach(&engine)
@@ -611,7 +614,7 @@ async fn losing_store_answers(
         lose: AtomicUsize::new(lose),
         after,
     };
-    let engine = Engine::new(system.bus.clone(), store);
+    let engine = Engine::new(aaa_tests::bus_under_test(system.bus.clone()), store);
     let worker = handler(&system.probe, &system.ledger, GuardConfig::default())
         .attach(&engine)
         .await
