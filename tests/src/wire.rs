@@ -11,7 +11,8 @@ use aaa_tools::bus::{
 use aaa_tools::{Engine, MemoryStore};
 use futures::stream::BoxStream;
 
-/// A bus that hands every payload on as bytes (see the [module docs](self)).
+/// A bus that hands every payload on as bytes: a value the engine would hand over
+/// unwritten (the embedded bus's fast path) is written to JSON, and its reader parses it.
 #[derive(Debug, Clone)]
 pub struct WireBus<B>(pub B);
 
