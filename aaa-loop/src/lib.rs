@@ -1,6 +1,54 @@
-//! Provider codecs for [aaa-tools](aaa_tools): a model's tool calls in, the engine's
-//! outcomes out, for OpenAI Chat Completions, OpenAI Responses, Anthropic Messages and
-//! Google Gemini.
+//! The agent loop for [aaa-tools](aaa_tools): any LLM driven through durable,
+//! guarded tool calls.
+//!
+//! - [`ToolLoop`]: a model turn, the turn's calls through the engine (so pools,
+//!   timeouts, approvals, guardrails and the guard hold), their outcomes back to the
+//!   model, the next turn, until the model answers or a budget ([`Limits`]) ends it.
+//!   Each turn is a fact on the run ([`facts`]), so a loop that crashed resumes
+//!   where it was: recorded turns are not asked again, finished calls not run again.
+//!   [`ToolLoop::run_stream`] tells a UI what happens as it happens ([`LoopEvent`]).
+//! - [`Model`]: one turn of any model, a trait a provider client implements in a few
+//!   lines; [`ScriptedModel`] answers from a script (tests, offline demos).
+//! - Provider codecs: the provider's JSON to an [`AssistantTurn`] and the engine's
+//!   outcomes back to the provider's messages.
+//!
+//! # A crash-resumable agent
+//!
+//! A loop keeps its state on the run, so a program that restarts and runs the loop
+//! again on the same run id (and the same input) carries on where the last one
+//! stopped:
+//!
+//! ```
+//! use aaa_loop::{ArgumentsOrProblem, AssistantTurn, LoopEnd, Message, ProviderCall, ScriptedModel, ToolLoop};
+//! use aaa_tools::{Engine, RunId, ToolHandler, ToolRegistry, tool, tools};
+//! use std::sync::Arc;
+//!
+//! /// Add two integers.
+//! #[tool]
+//! async fn add(a: i64, b: i64) -> i64 { a + b }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let engine = Engine::embedded(); // in production, a bus that outlives the process (NATS)
+//! let _worker = ToolHandler::new(ToolRegistry::new(tools![add])?).attach(&engine).await?;
+//! let (run, input) = (RunId::new("ticket-4711")?, vec![Message::user("What is 2 + 3?")]);
+//!
+//! // The first process: the model calls `add`, then the loop dies before the next
+//! // turn (here the script runs out; a killed process leaves the same facts).
+//! let call = ProviderCall::new("call_1", "add", ArgumentsOrProblem::from_text(r#"{"a":2,"b":3}"#));
+//! let first = ToolLoop::new(ScriptedModel::new([AssistantTurn::tool_calls([call])]), tools![add]);
+//! assert!(first.run(&engine.run(run.clone()), input.clone()).await.is_err());
+//!
+//! // The next process: turn 0 and the outcome of its call come from the run.
+//! let model = Arc::new(ScriptedModel::from_fn(|request| {
+//!     AssistantTurn::answer(format!("2 + 3 = {}", request.last_results().unwrap()[0].outcome.for_model()))
+//! }));
+//! let result = ToolLoop::new(model.clone(), tools![add]).run(&engine.run(run), input).await?;
+//! assert_eq!(result.end, LoopEnd::Final("2 + 3 = 5".into()));
+//! assert_eq!((result.resumed_turns, model.calls(), model.requests()[0].turn), (1, 1, 1));
+//! # Ok(()) }
+//! ```
+//!
+//! # Provider codecs
 //!
 //! The codecs are pure functions over JSON: no network, no async, no engine. Each
 //! provider module has the same three parts:
@@ -124,29 +172,45 @@
 //!   `error (<kind>): <message>`; Gemini takes objects: the result when it is one,
 //!   else `{"result": ...}`, and `{"error": ...}` for a failure.
 //!
+//! - **The loop** (see [`ToolLoop`] for the whole list): calls with a `Problem` are
+//!   answered by the loop with a `bad_args` failure, never requested; the engine knows
+//!   each call as [`loop_call_id`] of its turn, because providers do not promise call
+//!   ids unique across a conversation; a turn is recorded before its calls are
+//!   requested; budgets are checked in one place, before each step.
+//!
 //! # Not here yet
 //!
-//! This crate is the first part of the agent loop. The `Model` trait, the HTTP
-//! clients for each provider (one feature each) and `ToolLoop` itself (which drives a
-//! model through turns, answers `Problem` calls with `bad_args` facts, and keeps its
-//! state as facts on the run) come next; none of them exists yet. Neither does
-//! rendering the assistant turn itself back into the conversation history (echoing
-//! the model's calls, reasoning and signatures): keep the provider's own assistant
-//! message for that until then.
+//! The HTTP clients for OpenAI (Chat Completions and Responses), Anthropic and
+//! Gemini, one feature each, come next; none exists in this crate yet. Until then a
+//! [`Model`] for a real provider is yours to write: a few lines over your HTTP client
+//! and the provider's codec (see [`Model`]), which includes rendering the
+//! conversation's assistant turns back into the provider's message history (echoing
+//! the model's calls; reasoning and signatures are not kept in an [`AssistantTurn`]
+//! yet). Retries of model calls are not here either: a model (or a wrapper around
+//! it) retries, and [`ModelError::is_transient`] says when it may.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod ids;
+mod model;
 mod render;
+mod scripted;
 mod shape;
+mod tool_loop;
 mod turn;
+mod wire;
 
 pub mod anthropic;
+pub mod facts;
 pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
 
 pub use error::CodecError;
+pub use facts::loop_call_id;
 pub use ids::{ESCAPE_PREFIX, call_id_for, provider_id_for};
+pub use model::{Message, Model, ModelError, ModelFuture, ModelRequest, ToolResult};
+pub use scripted::ScriptedModel;
+pub use tool_loop::{Limits, LoopEnd, LoopError, LoopEvent, LoopResult, LoopStream, ToolLoop};
 pub use turn::{ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage};

@@ -63,6 +63,60 @@ pub struct AssistantTurn {
 }
 
 impl AssistantTurn {
+    /// A turn that answers with `text` and calls no tool: a final answer.
+    /// For scripted models and tests; codecs build turns from responses.
+    ///
+    /// ```
+    /// use aaa_loop::{AssistantTurn, StopReason};
+    ///
+    /// let turn = AssistantTurn::answer("It is 21 °C in Zürich.");
+    /// assert_eq!((turn.text.as_deref(), turn.stop), (Some("It is 21 °C in Zürich."), StopReason::EndTurn));
+    /// ```
+    pub fn answer(text: impl Into<String>) -> Self {
+        AssistantTurn {
+            text: Some(text.into()),
+            calls: Vec::new(),
+            stop: StopReason::EndTurn,
+            usage: Usage::default(),
+        }
+    }
+
+    /// A turn that calls `calls` (in that order), stopping with
+    /// [`StopReason::ToolUse`]; no text.
+    ///
+    /// ```
+    /// use aaa_loop::{ArgumentsOrProblem, AssistantTurn, ProviderCall};
+    ///
+    /// let turn = AssistantTurn::tool_calls([ProviderCall::new("call_1", "add", ArgumentsOrProblem::from_text(r#"{"a":2,"b":3}"#))]);
+    /// assert!(turn.has_calls());
+    /// ```
+    pub fn tool_calls(calls: impl IntoIterator<Item = ProviderCall>) -> Self {
+        AssistantTurn {
+            text: None,
+            calls: calls.into_iter().collect(),
+            stop: StopReason::ToolUse,
+            usage: Usage::default(),
+        }
+    }
+
+    /// Sets the text.
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Sets the stop reason.
+    pub fn with_stop(mut self, stop: StopReason) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// Sets the token counts.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = usage;
+        self
+    }
+
     /// Whether the turn asks for tools to run (it has calls).
     pub fn has_calls(&self) -> bool {
         !self.calls.is_empty()
@@ -298,9 +352,42 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Counts of `input_tokens` and `output_tokens` (the others 0).
+    ///
+    /// ```
+    /// assert_eq!(aaa_loop::Usage::new(100, 20).total_tokens(), 120);
+    /// ```
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
+    }
+
     /// `input_tokens + output_tokens`.
     pub fn total_tokens(&self) -> u64 {
         self.input_tokens.saturating_add(self.output_tokens)
+    }
+}
+
+/// Sums counts (saturating): what a loop reports for its turns together.
+///
+/// ```
+/// use aaa_loop::Usage;
+///
+/// let mut total = Usage::new(100, 20);
+/// total += Usage::new(150, 30);
+/// assert_eq!(total.total_tokens(), 300);
+/// ```
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }
 

@@ -1,0 +1,280 @@
+//! What `ToolLoop` adds to each turn, against the same calls made directly.
+//!
+//! Both paths run on one embedded engine with one `add` tool, the caller a task on
+//! the runtime (as an agent loop is), in one run of this program:
+//!
+//! - `direct`: a new run, then `RunHandle::call("add", ..)` N times;
+//! - `loop`: a new run, then `ToolLoop::run` with an instant `ScriptedModel` that
+//!   makes one `add` call a turn for N turns, then answers.
+//!
+//! A loop pays once per run (reading the run's facts back, recording its input, the
+//! final turn and its end) and once per turn (recording the turn, building the call
+//! and the conversation). The summary separates the two: measuring each path at
+//! N = [`SHORT`] and N = [`LONG`], the per-turn cost is the slope between them, and
+//! the ratio of the slopes is what the loop adds per turn (target: at most 1.10).
+//! Rounds alternate between the paths so both see the same engine state; the figures
+//! are medians over rounds. The bench only measures and prints; it never asserts a
+//! time.
+//!
+//! ```text
+//! cargo bench -p aaa-loop --bench loop_overhead               # criterion, then the summary
+//! cargo bench -p aaa-loop --bench loop_overhead -- --summary  # the summary alone
+//! ```
+//!
+//! ## What it measured
+//!
+//! On a 2-core virtual machine: a direct call 11 to 15 µs, a loop turn 16 to 20 µs,
+//! the loop's per-turn ratio 1.37 to 1.48 (over the 1.10 target), and 26 to 34 µs
+//! once per run. Counted with callgrind, a direct call is about 44 000 instructions
+//! (the engine's request, guard, execution and outcome) and a loop turn about 15 000
+//! more: copies of the turn (for its fact, the engine's arguments, the result the
+//! model reads; about 5 000), the turn's fact on the bus (subject, de-duplication id,
+//! append; about 2 500), the scripted model's copy of the turn (about 2 000), the
+//! turn-scoped call id, the conversation and the step machinery. Writing each turn
+//! as a JSON event at once (instead of a deferred payload, see `wire.rs`) made the
+//! ratio 2.1; that was the first thing cut.
+//!
+//! Without `--bench` (as under `cargo test --benches`) it runs each path once and
+//! checks the answers.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use aaa_loop::{
+    ArgumentsOrProblem, AssistantTurn, Limits, LoopEnd, Message, ProviderCall, ScriptedModel,
+    ToolLoop,
+};
+use aaa_tools::{Engine, HandlerHandle, ToolHandler, ToolRegistry, tool, tools};
+use criterion::Criterion;
+use serde_json::{Map, json};
+use tokio::runtime::Runtime;
+
+/// Turns (or calls) of a short run.
+const SHORT: u32 = 5;
+/// Turns (or calls) of a long run.
+const LONG: u32 = 25;
+/// Rounds of the summary.
+const ROUNDS: usize = 9;
+/// How long each path is measured in each round.
+const ROUND_SPAN: Duration = Duration::from_millis(300);
+
+/// Add two integers.
+///
+/// # Arguments
+/// * `a` - The first.
+/// * `b` - The second.
+#[tool]
+async fn add(a: i64, b: i64) -> i64 {
+    a + b
+}
+
+struct Subject {
+    engine: Engine,
+    _worker: HandlerHandle,
+}
+
+impl Subject {
+    async fn new() -> Subject {
+        let engine = Engine::embedded();
+        let registry = ToolRegistry::new(tools![add]).expect("a registry");
+        let worker = ToolHandler::new(registry)
+            .attach(&engine)
+            .await
+            .expect("a handler");
+        Subject {
+            engine,
+            _worker: worker,
+        }
+    }
+
+    /// `calls` calls of `add` on a new run; the sum of the results.
+    async fn direct(&self, calls: u32) -> i64 {
+        let run = self.engine.new_run();
+        let mut sum = 0;
+        for i in 0..calls {
+            let outcome = run
+                .call("add", json!({"a": i, "b": 1}))
+                .await
+                .expect("an outcome");
+            sum += outcome.result().and_then(|r| r.as_i64()).expect("a sum");
+        }
+        sum
+    }
+
+    /// A loop of `turns` turns with one `add` call each, then an answer, on a new run.
+    async fn looped(&self, agent: &ToolLoop) -> LoopEnd {
+        let run = self.engine.new_run();
+        let input = vec![Message::user("add")];
+        agent.run(&run, input).await.expect("a loop").end
+    }
+}
+
+/// A loop whose model makes one `add` call a turn for `turns` turns, then answers.
+/// The turns are made up front: the model costs a copy of one per turn.
+fn agent(turns: u32) -> ToolLoop {
+    let script: Vec<AssistantTurn> = (0..turns)
+        .map(|turn| {
+            let mut arguments = Map::new();
+            arguments.insert("a".into(), json!(turn));
+            arguments.insert("b".into(), json!(1));
+            let id = format!("call_{turn}");
+            let call = ProviderCall::new(id, "add", ArgumentsOrProblem::Arguments(arguments));
+            AssistantTurn::tool_calls([call])
+        })
+        .collect();
+    let done = AssistantTurn::answer("done");
+    let model = ScriptedModel::from_fn(move |request| {
+        script.get(request.turn as usize).unwrap_or(&done).clone()
+    })
+    .record_requests(false);
+    ToolLoop::new(model, tools![add]).with_limits(Limits::default().with_max_turns(turns + 1))
+}
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// Runs `work` as a task on the runtime (the caller's placement in an agent).
+fn as_task<T: Send + 'static>(rt: &Runtime, work: impl Future<Output = T> + Send + 'static) -> T {
+    rt.block_on(async { tokio::spawn(work).await.expect("the task") })
+}
+
+/// Which path, at which length.
+#[derive(Clone, Copy)]
+enum Path {
+    Direct(u32),
+    Loop(u32),
+}
+
+/// Runs `path` `rounds` times (or for `span` when given, counting rounds) as a task;
+/// the time it took and the rounds.
+fn timed(
+    rt: &Runtime,
+    subject: &std::sync::Arc<Subject>,
+    path: Path,
+    rounds: u64,
+    span: Option<Duration>,
+) -> (Duration, u64) {
+    let subject = subject.clone();
+    as_task(rt, async move {
+        let agent = match path {
+            Path::Loop(turns) => Some(agent(turns)),
+            Path::Direct(_) => None,
+        };
+        let one = || async {
+            match (path, &agent) {
+                (Path::Direct(calls), _) => {
+                    black_box(subject.direct(calls).await);
+                }
+                (Path::Loop(_), Some(agent)) => {
+                    black_box(subject.looped(agent).await);
+                }
+                (Path::Loop(_), None) => unreachable!(),
+            }
+        };
+        let start = Instant::now();
+        let mut done = 0;
+        while done < rounds || span.is_some_and(|span| start.elapsed() < span) {
+            one().await;
+            done += 1;
+        }
+        (start.elapsed(), done)
+    })
+}
+
+fn criterion_groups(c: &mut Criterion, rt: &Runtime, subject: &std::sync::Arc<Subject>) {
+    let mut group = c.benchmark_group(format!("loop_overhead/{LONG}_turns"));
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2));
+    for (name, path) in [("direct", Path::Direct(LONG)), ("loop", Path::Loop(LONG))] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|rounds| timed(rt, subject, path, rounds, None).0)
+        });
+    }
+    group.finish();
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Per-run time of `path` in microseconds, measured for [`ROUND_SPAN`].
+fn per_run(rt: &Runtime, subject: &std::sync::Arc<Subject>, path: Path) -> f64 {
+    let (took, rounds) = timed(rt, subject, path, 1, Some(ROUND_SPAN));
+    took.as_secs_f64() * 1e6 / rounds as f64
+}
+
+fn summary(rt: &Runtime, subject: &std::sync::Arc<Subject>) {
+    let paths = [
+        Path::Direct(SHORT),
+        Path::Loop(SHORT),
+        Path::Direct(LONG),
+        Path::Loop(LONG),
+    ];
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for round in 0..ROUNDS {
+        // Alternate the order, so neither path always runs right after the other.
+        for at in 0..paths.len() {
+            let at = if round % 2 == 0 {
+                at
+            } else {
+                paths.len() - 1 - at
+            };
+            times[at].push(per_run(rt, subject, paths[at]));
+        }
+    }
+    let [direct_short, loop_short, direct_long, loop_long] = times.map(median);
+    let span = f64::from(LONG - SHORT);
+    let direct_per_call = (direct_long - direct_short) / span;
+    let loop_per_turn = (loop_long - loop_short) / span;
+    let loop_fixed = loop_long - loop_per_turn * f64::from(LONG);
+    let direct_fixed = direct_long - direct_per_call * f64::from(LONG);
+    println!();
+    println!("loop_overhead summary (medians of {ROUNDS} rounds, µs, the caller a task):");
+    println!(
+        "  direct: {SHORT} calls {direct_short:8.1}   {LONG} calls {direct_long:8.1}   per call {direct_per_call:6.2}   per run {direct_fixed:6.1}"
+    );
+    println!(
+        "  loop:   {SHORT} turns {loop_short:8.1}   {LONG} turns {loop_long:8.1}   per turn {loop_per_turn:6.2}   per run {loop_fixed:6.1}"
+    );
+    println!(
+        "  per turn: the loop takes {:.3}× a direct call (target ≤ 1.10); a whole run of {LONG} turns {:.3}×, of {SHORT} turns {:.3}×",
+        loop_per_turn / direct_per_call,
+        loop_long / direct_long,
+        loop_short / direct_short,
+    );
+}
+
+/// Without `--bench`: each path once, answers checked.
+fn smoke(rt: &Runtime, subject: &std::sync::Arc<Subject>) {
+    let s = subject.clone();
+    let (sum, end) = as_task(rt, async move {
+        (s.direct(SHORT).await, s.looped(&agent(SHORT)).await)
+    });
+    assert_eq!(sum, (1..=i64::from(SHORT)).sum::<i64>());
+    assert_eq!(end, LoopEnd::Final("done".into()));
+}
+
+fn main() {
+    let rt = runtime();
+    let subject = std::sync::Arc::new(rt.block_on(Subject::new()));
+    let benchmarking = std::env::args().any(|arg| arg == "--bench");
+    if !benchmarking {
+        smoke(&rt, &subject);
+        return;
+    }
+    // `--summary`: the summary alone (criterion would refuse the argument).
+    if !std::env::args().any(|arg| arg == "--summary") {
+        let mut criterion = Criterion::default().configure_from_args();
+        criterion_groups(&mut criterion, &rt, &subject);
+        criterion.final_summary();
+    }
+    summary(&rt, &subject);
+}

@@ -1,0 +1,205 @@
+//! Answering one turn's calls: through the engine, in the provider's order.
+
+use std::collections::{HashMap, HashSet};
+
+use aaa_tools::event::ToolFailed;
+use aaa_tools::{CallId, Outcome, RunHandle, ToolCall};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+
+use crate::facts::loop_call_id;
+use crate::model::ToolResult;
+use crate::turn::{ArgumentsOrProblem, ProviderCall};
+
+use super::{LoopError, LoopEvent};
+
+/// Where a loop's events go, when somebody listens.
+#[derive(Clone, Copy)]
+pub(crate) struct Emit<'a>(pub(crate) Option<&'a UnboundedSender<LoopEvent>>);
+
+impl Emit<'_> {
+    /// Sends the event `event()` makes, making it only when somebody listens.
+    pub(crate) fn send(self, event: impl FnOnce() -> LoopEvent) {
+        if let Some(sender) = self.0 {
+            // A listener that went away stops listening; the loop goes on.
+            let _ = sender.send(event());
+        }
+    }
+}
+
+/// What the loop knows of a run's calls.
+#[derive(Debug, Default)]
+pub(crate) struct Known {
+    /// Outcomes read back from the run and not yet used.
+    pub(crate) outcomes: HashMap<CallId, Outcome>,
+    /// Calls requested in the run (by a loop before a restart, or by this one).
+    pub(crate) requested: HashSet<CallId>,
+}
+
+/// One turn's calls to answer.
+pub(crate) struct TurnCalls<'a> {
+    pub(crate) run: &'a RunHandle,
+    pub(crate) turn: u32,
+    pub(crate) calls: &'a [ProviderCall],
+    pub(crate) sequential: &'a HashSet<String>,
+    pub(crate) emit: Emit<'a>,
+}
+
+impl TurnCalls<'_> {
+    /// Answers every call, the results in the calls' order; `None` when `deadline`
+    /// passed first (calls already requested go on in the engine).
+    ///
+    /// - A call whose arguments the codec could not read is answered here, with a
+    ///   `bad_args` failure carrying the codec's words: nothing is requested, so no
+    ///   tool (and no guardrail) ever sees text that is not arguments.
+    /// - A call whose outcome the run holds is not requested again; one requested
+    ///   before (a pending approval, a tool still running when the loop stopped) is
+    ///   only waited for.
+    /// - The others are requested; those of `sequential` tools one at a time, each
+    ///   awaited before the next is requested, the rest all at once.
+    ///
+    /// After `None` the loop ends (the wall time is spent): calls requested here are
+    /// not remembered for another try.
+    pub(crate) async fn answer(
+        &self,
+        known: &mut Known,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<ToolResult>>, LoopError> {
+        let ids: Vec<CallId> = self
+            .calls
+            .iter()
+            .map(|call| loop_call_id(self.turn, &call.call_id))
+            .collect();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; self.calls.len()];
+        let (mut together, mut one_by_one) = (Vec::new(), Vec::new());
+        for (at, call) in self.calls.iter().enumerate() {
+            let outcome = match &call.arguments {
+                ArgumentsOrProblem::Problem(problem) => Some(bad_args(call, problem)),
+                _ if known.outcomes.is_empty() => None,
+                _ => known.outcomes.remove(&ids[at]),
+            };
+            match outcome {
+                Some(outcome) => {
+                    self.arrived(&ids[at], call, &outcome);
+                    outcomes[at] = Some(outcome);
+                }
+                None if self.sequential.contains(&call.name) => one_by_one.push(at),
+                None => together.push(at),
+            }
+        }
+        for &at in &together {
+            if !known.requested.contains(&ids[at]) {
+                self.request_new(&ids[at], at).await?;
+            }
+        }
+        let requested = &known.requested;
+        let arrived = if let ([], [at]) = (&one_by_one[..], &together[..]) {
+            // One call (the common turn): no need for the machinery below.
+            let Some(outcome) = until(deadline, self.run.outcome(&ids[*at])).await else {
+                return Ok(None);
+            };
+            let outcome = outcome?;
+            self.arrived(&ids[*at], &self.calls[*at], &outcome);
+            vec![(*at, outcome)]
+        } else {
+            let ids = &ids;
+            let serial = async {
+                let mut done = Vec::with_capacity(one_by_one.len());
+                for &at in &one_by_one {
+                    if !requested.contains(&ids[at]) {
+                        self.request_new(&ids[at], at).await?;
+                    }
+                    let outcome = self.run.outcome(&ids[at]).await?;
+                    self.arrived(&ids[at], &self.calls[at], &outcome);
+                    done.push((at, outcome));
+                }
+                Ok::<_, LoopError>(done)
+            };
+            let concurrent = async {
+                let mut waiting: FuturesUnordered<_> = together
+                    .iter()
+                    .map(|&at| async move { (at, self.run.outcome(&ids[at]).await) })
+                    .collect();
+                let mut done = Vec::with_capacity(together.len());
+                while let Some((at, outcome)) = waiting.next().await {
+                    let outcome = outcome?;
+                    self.arrived(&ids[at], &self.calls[at], &outcome);
+                    done.push((at, outcome));
+                }
+                Ok::<_, LoopError>(done)
+            };
+            let both = futures::future::try_join(serial, concurrent);
+            let Some(both) = until(deadline, both).await else {
+                return Ok(None);
+            };
+            let (mut serial, concurrent) = both?;
+            serial.extend(concurrent);
+            serial
+        };
+        for (at, outcome) in arrived {
+            outcomes[at] = Some(outcome);
+        }
+        let results = self
+            .calls
+            .iter()
+            .zip(outcomes)
+            .map(|(call, outcome)| {
+                ToolResult::new(call.clone(), outcome.expect("every call was answered"))
+            })
+            .collect();
+        Ok(Some(results))
+    }
+
+    async fn request_new(&self, id: &CallId, at: usize) -> Result<(), LoopError> {
+        let call = &self.calls[at];
+        let arguments = match &call.arguments {
+            ArgumentsOrProblem::Arguments(map) => Value::Object(map.clone()),
+            // Answered locally (see `answer`); never requested.
+            _ => Value::Object(Default::default()),
+        };
+        let request = ToolCall::new(call.name.as_str(), arguments).with_id(id.clone());
+        self.run.request_call(request).await?;
+        self.emit.send(|| LoopEvent::CallRequested {
+            turn: self.turn,
+            call: call.clone(),
+            call_id: id.clone(),
+        });
+        Ok(())
+    }
+
+    fn arrived(&self, id: &CallId, call: &ProviderCall, outcome: &Outcome) {
+        self.emit.send(|| LoopEvent::Outcome {
+            turn: self.turn,
+            call_id: id.clone(),
+            result: ToolResult::new(call.clone(), outcome.clone()),
+        });
+    }
+}
+
+/// `future`'s output, or `None` when `deadline` passes first.
+pub(crate) async fn until<T>(
+    deadline: Option<Instant>,
+    future: impl Future<Output = T>,
+) -> Option<T> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline, future).await.ok(),
+        None => Some(future.await),
+    }
+}
+
+/// The answer to a call whose arguments could not be read: a `bad_args` failure in
+/// the words the engine uses for arguments that do not fit a schema.
+fn bad_args(call: &ProviderCall, problem: &str) -> Outcome {
+    let failed: ToolFailed = serde_json::from_value(json!({
+        "call_id": call.call_id,
+        "name": call.name,
+        "kind": "bad_args",
+        "message": format!("invalid arguments for `{}`: {problem}", call.name),
+        "attempt": 0,
+    }))
+    .expect("a failure fact's data");
+    Outcome::Failed(failed)
+}

@@ -1,0 +1,217 @@
+//! The loop itself: a small state machine over the run's facts.
+//!
+//! ```text
+//!            ┌────────────── results ──────────────┐
+//!            v                                     │
+//! start ─> Ask ── turn with calls ──> Run ─────────┘
+//!            │
+//!            └─ final answer / refusal ──> End
+//! ```
+//!
+//! Before each step, [`Limits::exceeded`] (the one budget check) may send the loop
+//! to `End` instead. `Ask` takes the next recorded turn when the run has one (a
+//! restarted loop walks its record this way, through the same steps and the same
+//! checks), else asks the model and records the turn before anything else happens.
+//! `Run` answers the turn's calls through the engine ([`TurnCalls::answer`]).
+
+use std::collections::{HashSet, VecDeque};
+
+use aaa_tools::{RunHandle, Tool};
+use tokio::time::Instant;
+
+use crate::facts::{self, LoopEnded};
+use crate::model::{Message, Model, ModelRequest};
+use crate::turn::{AssistantTurn, StopReason};
+
+use super::calls::{Emit, Known, TurnCalls, until};
+use super::limits::{Limits, Next, Progress};
+use super::{LoopEnd, LoopError, LoopEvent, LoopResult};
+
+/// What a [`ToolLoop`](crate::ToolLoop) is made of.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) model: std::sync::Arc<dyn Model>,
+    pub(crate) tools: Vec<Tool>,
+    pub(crate) limits: Limits,
+    pub(crate) sequential: HashSet<String>,
+    pub(crate) max_output_tokens: Option<u32>,
+}
+
+/// The step a loop takes next.
+enum Step {
+    /// Get the next turn (recorded, or from the model).
+    Ask,
+    /// Answer the calls of the last turn.
+    Run,
+    /// Stop.
+    End(LoopEnd),
+}
+
+struct Driver<'a> {
+    config: &'a Config,
+    run: &'a RunHandle,
+    emit: Emit<'a>,
+    started: Instant,
+    deadline: Option<Instant>,
+    /// The conversation, and what the model is asked.
+    request: ModelRequest,
+    /// Turns recorded before this loop started, not yet walked.
+    recorded: VecDeque<AssistantTurn>,
+    resumed_turns: u32,
+    known: Known,
+    progress: Progress,
+}
+
+/// Runs a loop on `run` from `input` to its end.
+pub(crate) async fn drive(
+    config: &Config,
+    run: &RunHandle,
+    input: Vec<Message>,
+    emit: Emit<'_>,
+) -> Result<LoopResult, LoopError> {
+    let started = Instant::now();
+    let record = facts::replay(run).await?;
+    match &record.input {
+        Some(recorded) if *recorded != input => {
+            return Err(LoopError::InputMismatch(run.run_id().clone()));
+        }
+        Some(_) => {}
+        None => facts::publish_input(run, &input).await?,
+    }
+    let resumed_turns = u32::try_from(record.turns.len()).unwrap_or(u32::MAX);
+    if resumed_turns > 0 {
+        emit.send(|| LoopEvent::Resumed {
+            turns: resumed_turns,
+        });
+    }
+    let mut request = ModelRequest::new(input, config.tools.clone());
+    request.max_output_tokens = config.max_output_tokens;
+    let driver = Driver {
+        config,
+        run,
+        emit,
+        started,
+        deadline: config
+            .limits
+            .wall_time
+            .and_then(|wall| started.checked_add(wall)),
+        request,
+        recorded: record.turns.into(),
+        resumed_turns,
+        known: Known {
+            outcomes: record.outcomes,
+            requested: record.requested,
+        },
+        progress: Progress::default(),
+    };
+    driver.drive().await
+}
+
+impl Driver<'_> {
+    async fn drive(mut self) -> Result<LoopResult, LoopError> {
+        let mut step = Step::Ask;
+        loop {
+            let next = match &step {
+                Step::Ask => Next::Ask,
+                Step::Run => Next::Run(last_turn(&self.request.messages)),
+                Step::End(_) => break,
+            };
+            // The one place budgets are checked.
+            let elapsed = self.started.elapsed();
+            if let Some(end) = self.config.limits.exceeded(&self.progress, next, elapsed) {
+                step = Step::End(end);
+                continue;
+            }
+            step = match step {
+                Step::Ask => self.ask().await?,
+                Step::Run => self.answer_calls().await?,
+                Step::End(_) => unreachable!("left the loop above"),
+            };
+        }
+        let Step::End(end) = step else {
+            unreachable!("the loop ends at End")
+        };
+        self.finish(end).await
+    }
+
+    /// The next turn: the next recorded one, or a new one from the model (recorded
+    /// before this returns).
+    async fn ask(&mut self) -> Result<Step, LoopError> {
+        let number = self.progress.turns;
+        let turn = match self.recorded.pop_front() {
+            Some(turn) => turn,
+            None => {
+                self.request.turn = number;
+                let asked = self.config.model.turn(&self.request);
+                let Some(turn) = until(self.deadline, asked).await else {
+                    // Back to the budget check, which ends the loop.
+                    return Ok(Step::Ask);
+                };
+                let turn = turn?;
+                facts::publish_turn(self.run, number, &turn).await?;
+                turn
+            }
+        };
+        self.progress.add_turn(&turn);
+        self.emit.send(|| LoopEvent::Turn {
+            turn: number,
+            assistant: turn.clone(),
+        });
+        let step = match &turn.stop {
+            StopReason::Refused(reason) => Step::End(LoopEnd::Refused(reason.clone())),
+            _ if !turn.has_calls() => {
+                let text = turn.text.clone().unwrap_or_default();
+                self.emit.send(|| LoopEvent::Final(text.clone()));
+                Step::End(LoopEnd::Final(text))
+            }
+            _ => Step::Run,
+        };
+        self.request.messages.push(Message::Assistant(turn));
+        Ok(step)
+    }
+
+    /// Answers the last turn's calls and adds their results to the conversation.
+    async fn answer_calls(&mut self) -> Result<Step, LoopError> {
+        let turn = last_turn(&self.request.messages);
+        let calls = TurnCalls {
+            run: self.run,
+            turn: self.progress.turns - 1,
+            calls: &turn.calls,
+            sequential: &self.config.sequential,
+            emit: self.emit,
+        };
+        let Some(results) = calls.answer(&mut self.known, self.deadline).await? else {
+            // The wall time passed while waiting: back to the budget check.
+            return Ok(Step::Run);
+        };
+        self.progress.add_calls(last_turn(&self.request.messages));
+        self.request.messages.push(Message::ToolResults(results));
+        Ok(Step::Ask)
+    }
+
+    async fn finish(self, end: LoopEnd) -> Result<LoopResult, LoopError> {
+        let ended = LoopEnded {
+            end,
+            turns: self.progress.turns,
+            tool_calls: self.progress.tool_calls,
+            usage: self.progress.usage,
+        };
+        facts::publish_ended(self.run, ended.clone()).await?;
+        Ok(LoopResult {
+            end: ended.end,
+            messages: self.request.messages,
+            turns: ended.turns,
+            resumed_turns: self.resumed_turns,
+            tool_calls: ended.tool_calls,
+            usage: ended.usage,
+        })
+    }
+}
+
+/// The turn the conversation ends with (in `Run`, the one whose calls are next).
+fn last_turn(messages: &[Message]) -> &AssistantTurn {
+    match messages.last() {
+        Some(Message::Assistant(turn)) => turn,
+        _ => unreachable!("Run follows a turn with calls"),
+    }
+}

@@ -1,0 +1,148 @@
+//! A loop stopped mid-run (its task aborted, as a crash would) and started again on
+//! the same run picks up where the run's facts say it was.
+
+mod support;
+
+use std::sync::Arc;
+
+use aaa_loop::facts::LOOP_TURN;
+use aaa_loop::{
+    AssistantTurn, LoopEnd, LoopEvent, Message, Model, ModelFuture, ModelRequest, ScriptedModel,
+    ToolLoop,
+};
+use aaa_tools::ApprovalDecision;
+use aaa_tools::event::TOOL_REQUESTED;
+use futures::StreamExt;
+use serde_json::json;
+use support::{add_call, all_tools, call, facts_of, next_approval, within, world};
+use tokio::sync::Notify;
+
+fn ask() -> Vec<Message> {
+    vec![Message::user("What is 2 + 3?")]
+}
+
+/// Answers its first turn from `first`, then hangs, saying so on `reached`: the
+/// moment after the first turn's calls completed and before the next turn.
+struct FirstThenHang {
+    first: ScriptedModel,
+    reached: Arc<Notify>,
+}
+
+impl Model for FirstThenHang {
+    fn turn<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
+        if self.first.calls() == 0 {
+            return self.first.turn(request);
+        }
+        self.reached.notify_one();
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let reached = Arc::new(Notify::new());
+    let first = ScriptedModel::new([AssistantTurn::tool_calls([add_call("call_1", 2, 3)])]);
+    let crashing = ToolLoop::new(
+        FirstThenHang {
+            first,
+            reached: reached.clone(),
+        },
+        all_tools(),
+    );
+    let task = tokio::spawn({
+        let run = run.clone();
+        async move { crashing.run(&run, ask()).await }
+    });
+    within(reached.notified()).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert_eq!(w.seen.adds(), 1);
+
+    // A new process: a new model, a new handle on the same run.
+    let model = Arc::new(ScriptedModel::new([AssistantTurn::answer("The sum is 5")]));
+    let agent = ToolLoop::new(model.clone(), all_tools());
+    let handle = w.engine.run(run.run_id().clone());
+    let mut stream = agent.run_stream(&handle, ask());
+    let mut events = Vec::new();
+    while let Some(event) = within(stream.next()).await {
+        events.push(event);
+    }
+    let Some(LoopEvent::Ended(Ok(result))) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(result.end, LoopEnd::Final("The sum is 5".into()));
+    assert_eq!(
+        (result.turns, result.resumed_turns, result.tool_calls),
+        (2, 1, 1)
+    );
+    // Asked once, for turn 1, with turn 0 and its outcome from the record.
+    assert_eq!(model.calls(), 1);
+    let request = &model.requests()[0];
+    assert_eq!(request.turn, 1);
+    let outputs: Vec<String> = request
+        .last_results()
+        .unwrap()
+        .iter()
+        .map(|r| r.outcome.for_model())
+        .collect();
+    assert_eq!(outputs, ["5"]);
+    // The tool ran once, was requested once, and nothing was requested again.
+    assert_eq!(w.seen.adds(), 1);
+    assert_eq!(facts_of(&run, TOOL_REQUESTED).await.len(), 1);
+    assert_eq!(events[0], LoopEvent::Resumed { turns: 1 });
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, LoopEvent::CallRequested { .. }))
+    );
+    assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 2);
+
+    // A finished run ends again with its answer, asking nobody.
+    let idle = Arc::new(ScriptedModel::new([]));
+    let again = ToolLoop::new(idle.clone(), all_tools())
+        .run(&handle, ask())
+        .await
+        .unwrap();
+    assert_eq!(again.end, LoopEnd::Final("The sum is 5".into()));
+    assert_eq!(
+        (again.resumed_turns, idle.calls(), w.seen.adds()),
+        (2, 0, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_approval_outlives_the_loop_that_asked() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let pay = || call("call_pay", "pay", json!({"to": "bob", "cents": 5}));
+    let first = ToolLoop::new(
+        ScriptedModel::new([AssistantTurn::tool_calls([pay()])]),
+        all_tools(),
+    );
+    let task = tokio::spawn({
+        let run = run.clone();
+        async move { first.run(&run, ask()).await }
+    });
+    let asked = next_approval(&run).await;
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+
+    let model = Arc::new(ScriptedModel::from_fn(|request| {
+        let results = request.last_results().expect("the payment's outcome");
+        AssistantTurn::answer(results[0].outcome.for_model())
+    }));
+    let agent = ToolLoop::new(model.clone(), all_tools());
+    let resumed = tokio::spawn({
+        let run = w.engine.run(run.run_id().clone());
+        async move { agent.run(&run, ask()).await }
+    });
+    run.grant(ApprovalDecision::for_request(&asked))
+        .await
+        .unwrap();
+    let result = within(resumed).await.unwrap().unwrap();
+    assert_eq!(result.end, LoopEnd::Final("paid 5 to bob".into()));
+    assert_eq!((w.seen.paid(), model.calls()), (1, 1));
+    assert_eq!(facts_of(&run, TOOL_REQUESTED).await.len(), 1);
+}
