@@ -146,6 +146,18 @@ pub(crate) fn run_of_subject(subject: &str) -> Option<(TenantId, RunId)> {
     Some((TenantId::new(tenant).ok()?, RunId::new(run).ok()?))
 }
 
+/// Whether `subject` lies in run `run` of `tenant` (`aaa.<tenant>.<run>.<more>`):
+/// [`run_of_subject`] without building ids, for the path every request takes.
+pub(crate) fn in_run(subject: &str, tenant: &TenantId, run: &RunId) -> bool {
+    let rest = subject
+        .strip_prefix("aaa.")
+        .and_then(|s| s.strip_prefix(tenant.as_str()))
+        .and_then(|s| s.strip_prefix(SEP))
+        .and_then(|s| s.strip_prefix(run.as_str()))
+        .and_then(|s| s.strip_prefix(SEP));
+    rest.is_some_and(|more| !more.is_empty())
+}
+
 /// `name` split at every separator into exactly `N` parts, or `None`.
 fn split<const N: usize>(name: &str) -> Option<[&str; N]> {
     let mut parts = name.split(SEP);
@@ -214,6 +226,7 @@ mod tests {
             for kind in crate::event::ALL_TYPES {
                 let subject = subject(t, r, kind);
                 prop_assert_eq!(run_of_subject(&subject), Some((t.clone(), r.clone())));
+                prop_assert!(in_run(&subject, t, r));
             }
             let idem = idempotency_key(t, r, c);
             let parts: Vec<&str> = idem.split('/').collect();
@@ -227,6 +240,10 @@ mod tests {
         fn distinct_calls_never_share_a_name(a in tuple(), b in tuple()) {
             prop_assume!(a != b);
             let (na, nb) = (names(&a), names(&b));
+            let same_run = a.0 == b.0 && a.1 == b.1;
+            for kind in crate::event::ALL_TYPES {
+                prop_assert_eq!(in_run(&subject(&a.0, &a.1, kind), &b.0, &b.1), same_run);
+            }
             for (label, name) in &na {
                 let same_run = a.0 == b.0 && a.1 == b.1;
                 for (other_label, other) in &nb {

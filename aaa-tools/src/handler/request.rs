@@ -35,49 +35,22 @@ fn salvage(tenant: TenantId, run: RunId, payload: &[u8]) -> Option<Call> {
 }
 
 pub(super) async fn handle_request(core: &Core, message: Message) {
-    // The subject decides the tenant and the run: a server's permissions bound who may
-    // publish on it, while anyone may write anything in a body.
-    let Some((tenant, run)) = names::run_of_subject(&message.subject) else {
-        tracing::error!(subject = %message.subject, "a tool request outside the run subjects; terminating it");
-        let _ = message.term().await;
-        return;
-    };
     // Borrowed: the arguments are read where they lie in the payload, never copied
     // whole (only an approval, which records them, takes a copy).
     let parsed = Parsed::<ToolRequested>::borrow_payload(&message.payload);
-    let request = match parsed {
+    // The subject decides the tenant and the run: a server's permissions bound who may
+    // publish on it, while anyone may write anything in a body. Checked in place when
+    // the attributes agree (every request), with ids built only when they do not.
+    let (tenant, run, request) = match parsed {
         Ok(parsed)
-            if parsed.kind == TOOL_REQUESTED && parsed.tenant == tenant && parsed.run == run =>
+            if parsed.kind == TOOL_REQUESTED
+                && names::in_run(&message.subject, &parsed.tenant, &parsed.run) =>
         {
-            parsed.data
+            (parsed.tenant, parsed.run, parsed.data)
         }
-        Ok(parsed) if parsed.kind == TOOL_REQUESTED => {
-            let said = (&parsed.tenant, &parsed.run);
-            let call = Call {
-                tenant,
-                run,
-                call_id: parsed.data.call_id.clone(),
-                name: bounds::echoed_name(parsed.data.name.clone()),
-                meta: Map::new(),
-            };
-            refuse_misaddressed(core, &call, said, &message).await;
-            return;
-        }
-        Ok(parsed) => {
-            let kind = parsed.kind;
-            tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
-            let _ = message.term().await;
-            return;
-        }
-        Err(error) => {
-            tracing::error!(subject = %message.subject, %error, "unreadable tool request; terminating it");
-            if let Some(call) = salvage(tenant, run, &message.payload) {
-                let text = format!("the request could not be read: {error}");
-                let outcome = call.failed(FailureKind::BadRequest, text, 0);
-                call::publish_outcome(core, &super::RetryPolicy::default(), &call, outcome).await;
-            }
-            let _ = message.term().await;
-            return;
+        other => {
+            // Boxed: rare, and it would enlarge every request's future.
+            return Box::pin(refuse_or_drop(core, &message, other)).await;
         }
     };
     let (call_id, name, meta, arguments) = match request {
@@ -104,6 +77,47 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
     let (disposition, guarded) = admit_and_run(core, &call, arguments, &message).await;
     if call::settle(&message, disposition).await && disposition == Disposition::Ack && guarded {
         lease::retire(core, &call).await;
+    }
+}
+
+/// A request that is not one of its subject's run's: refused on the subject's run
+/// when it names a call, dropped otherwise.
+async fn refuse_or_drop(
+    core: &Core,
+    message: &Message,
+    parsed: Result<Parsed<Cow<'_, ToolRequested>>, crate::event::EventError>,
+) {
+    let Some((tenant, run)) = names::run_of_subject(&message.subject) else {
+        tracing::error!(subject = %message.subject, "a tool request outside the run subjects; terminating it");
+        let _ = message.term().await;
+        return;
+    };
+    match parsed {
+        Ok(parsed) if parsed.kind == TOOL_REQUESTED => {
+            let said = (&parsed.tenant, &parsed.run);
+            let call = Call {
+                tenant,
+                run,
+                call_id: parsed.data.call_id.clone(),
+                name: bounds::echoed_name(parsed.data.name.clone()),
+                meta: Map::new(),
+            };
+            refuse_misaddressed(core, &call, said, message).await;
+        }
+        Ok(parsed) => {
+            let kind = parsed.kind;
+            tracing::error!(subject = %message.subject, %kind, "not a tool request; terminating it");
+            let _ = message.term().await;
+        }
+        Err(error) => {
+            tracing::error!(subject = %message.subject, %error, "unreadable tool request; terminating it");
+            if let Some(call) = salvage(tenant, run, &message.payload) {
+                let text = format!("the request could not be read: {error}");
+                let outcome = call.failed(FailureKind::BadRequest, text, 0);
+                call::publish_outcome(core, &super::RetryPolicy::default(), &call, outcome).await;
+            }
+            let _ = message.term().await;
+        }
     }
 }
 
