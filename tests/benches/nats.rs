@@ -20,11 +20,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use aaa_tests::{Ledger, NatsServer, WorkerProcess, WorkerSettings};
+use aaa_tests::{Ledger, NatsServer, RawJetStream, WorkerProcess, WorkerSettings};
 use aaa_tools::event::{self, AttemptFact, Event};
 use aaa_tools::nats::NatsOptions;
 use aaa_tools::{Engine, HandlerHandle, RunHandle, ToolHandler, ToolRegistry, tools};
-use async_nats::jetstream::{self, consumer::pull};
 use criterion::Criterion;
 use futures::StreamExt;
 use serde_json::json;
@@ -44,66 +43,6 @@ fn median(rates: &mut [f64]) -> f64 {
     rates[rates.len() / 2]
 }
 const KILLS: usize = 10;
-
-/// The raw JetStream round trip, `tasks` at a time.
-struct Raw {
-    js: jetstream::Context,
-    messages: tokio::sync::Mutex<pull::Stream>,
-}
-
-impl Raw {
-    async fn new(url: &str) -> Raw {
-        let client = async_nats::connect(url).await.expect("connect");
-        let js = jetstream::new(client);
-        let stream = js
-            .get_or_create_stream(jetstream::stream::Config {
-                name: "RAW".into(),
-                subjects: vec!["raw.>".into()],
-                ..Default::default()
-            })
-            .await
-            .expect("stream");
-        let consumer = stream
-            .get_or_create_consumer(
-                "raw-workers",
-                pull::Config {
-                    durable_name: Some("raw-workers".into()),
-                    filter_subject: "raw.request".into(),
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("consumer");
-        // One pull stream, shared: the client keeps a pull open and prefetches, the
-        // cheapest way to consume.
-        let messages = consumer.messages().await.expect("pull stream");
-        Raw {
-            js,
-            messages: tokio::sync::Mutex::new(messages),
-        }
-    }
-
-    async fn one(&self, i: u64) {
-        let payload = format!("{{\"a\":{i},\"b\":1}}");
-        self.js
-            .publish("raw.request", payload.into())
-            .await
-            .expect("publish")
-            .await
-            .expect("puback");
-        let message = {
-            let mut messages = self.messages.lock().await;
-            messages.next().await.expect("a message").expect("ok")
-        };
-        self.js
-            .publish("raw.result", message.payload.clone())
-            .await
-            .expect("publish result")
-            .await
-            .expect("puback");
-        message.ack().await.expect("ack");
-    }
-}
 
 /// `workers` worker engines and a client.
 struct Guarded {
@@ -208,7 +147,7 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, url: &str) {
         .measurement_time(Duration::from_secs(3));
     // Every engine serves the one requests consumer: each bench starts its own workers
     // and stops them before the next, so no bench's calls run on another's workers.
-    let raw = rt.block_on(Raw::new(url));
+    let raw = rt.block_on(RawJetStream::new(url, 1000));
     bench_calls(&mut group, rt, "raw/1", 1, |i| raw.one(i));
     let guarded = rt.block_on(Guarded::new(url, 1));
     bench_calls(&mut group, rt, "guarded/1", 1, |i| guarded.one(i));
@@ -290,7 +229,7 @@ fn summary(rt: &Runtime, server: &NatsServer) {
         "in flight", "raw calls/s", "guarded/s", "ratio"
     );
     for concurrency in [1, 4] {
-        let raw = rt.block_on(Raw::new(&url));
+        let raw = rt.block_on(RawJetStream::new(&url, 1000));
         let guarded = rt.block_on(Guarded::new(&url, concurrency));
         // Alternate the two, round by round, and keep the medians: a noisy neighbour
         // slows both alike.
@@ -345,7 +284,7 @@ fn main() {
     let rt = runtime();
     if !benchmarking {
         // Under `cargo test --benches`: both paths work.
-        let raw = rt.block_on(Raw::new(&server.url()));
+        let raw = rt.block_on(RawJetStream::new(&server.url(), 1000));
         rt.block_on(raw.one(1));
         let guarded = rt.block_on(Guarded::new(&server.url(), 1));
         rt.block_on(guarded.one(1));

@@ -23,11 +23,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use aaa_tests::NatsServer;
+use aaa_tests::{NatsServer, RawJetStream};
 use aaa_tools::nats::NatsOptions;
 use aaa_tools::{Engine, HandlerHandle, ToolHandler, ToolRegistry, tools};
-use async_nats::jetstream::{self, consumer::pull};
-use futures::StreamExt;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
@@ -103,77 +101,25 @@ async fn guarded_row(client: &Engine, runs: usize, calls: usize) -> Row {
     row
 }
 
-/// The raw JetStream round trip, `tasks` at a time.
-struct Raw {
-    js: jetstream::Context,
-    messages: tokio::sync::Mutex<pull::Stream>,
-}
-
-impl Raw {
-    async fn new(url: &str) -> Raw {
-        let client = async_nats::connect(url).await.expect("connect");
-        let js = jetstream::new(client);
-        let stream = js
-            .get_or_create_stream(jetstream::stream::Config {
-                name: "RAW".into(),
-                subjects: vec!["raw.>".into()],
-                ..Default::default()
-            })
-            .await
-            .expect("stream");
-        let consumer = stream
-            .get_or_create_consumer(
-                "raw-workers",
-                pull::Config {
-                    durable_name: Some("raw-workers".into()),
-                    filter_subject: "raw.request".into(),
-                    max_ack_pending: 100_000,
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("consumer");
-        let messages = consumer.messages().await.expect("pull stream");
-        Raw {
-            js,
-            messages: tokio::sync::Mutex::new(messages),
-        }
-    }
-
-    async fn one(&self, i: usize) {
-        let payload = format!("{{\"a\":{i},\"b\":1}}");
-        let acked = self.js.publish("raw.request", payload.into()).await;
-        acked.expect("publish").await.expect("puback");
-        let message = {
-            let mut messages = self.messages.lock().await;
-            messages.next().await.expect("a message").expect("ok")
-        };
-        let result = self.js.publish("raw.result", message.payload.clone()).await;
-        result.expect("publish result").await.expect("puback");
-        message.ack().await.expect("ack");
-    }
-
-    /// `tasks` loops sharing `calls` round trips; calls per second.
-    async fn rate(self: &Arc<Self>, tasks: usize, calls: usize) -> f64 {
-        let next = Arc::new(AtomicU64::new(0));
-        let start = Instant::now();
-        let loops = (0..tasks).map(|_| {
-            let (raw, next) = (self.clone(), next.clone());
-            tokio::spawn(async move {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst) as usize;
-                    if i >= calls {
-                        return;
-                    }
-                    raw.one(i).await;
+/// `tasks` loops sharing `calls` raw round trips; calls per second.
+async fn raw_rate(raw: &Arc<RawJetStream>, tasks: usize, calls: usize) -> f64 {
+    let next = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let loops = (0..tasks).map(|_| {
+        let (raw, next) = (raw.clone(), next.clone());
+        tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= calls as u64 {
+                    return;
                 }
-            })
-        });
-        futures::future::join_all(loops).await;
-        calls as f64 / start.elapsed().as_secs_f64()
-    }
+                raw.one(i).await;
+            }
+        })
+    });
+    futures::future::join_all(loops).await;
+    calls as f64 / start.elapsed().as_secs_f64()
 }
-
 /// The consumers on the server's streams now.
 fn consumers(server: &NatsServer) -> u64 {
     server
@@ -222,7 +168,7 @@ fn sample_consumers(
 struct World {
     client: Engine,
     _worker: (Engine, HandlerHandle),
-    raw: Arc<Raw>,
+    raw: Arc<RawJetStream>,
 }
 
 fn world(rt: &Runtime, url: &str) -> World {
@@ -239,7 +185,7 @@ fn world(rt: &Runtime, url: &str) -> World {
         World {
             client,
             _worker: (worker, handle),
-            raw: Arc::new(Raw::new(url).await),
+            raw: Arc::new(RawJetStream::new(url, 100_000).await),
         }
     })
 }
@@ -275,7 +221,7 @@ fn main() {
     if !benchmarking {
         let row = rt.block_on(guarded_row(&world.client, 2, 2));
         assert_eq!(row.errors, 0, "the guarded path works");
-        rt.block_on(world.raw.rate(2, 4));
+        rt.block_on(raw_rate(&world.raw, 2, 4));
         return;
     }
     println!(
@@ -315,7 +261,7 @@ fn main() {
             let during = rt.block_on(sampler).unwrap_or(0);
             std::thread::sleep(Duration::from_secs(5));
             let after = consumers(&server);
-            let raw = rt.block_on(world.raw.rate(runs, (runs * calls).min(20_000)));
+            let raw = rt.block_on(raw_rate(&world.raw, runs, (runs * calls).min(20_000)));
             print_row(&label, &row, during, after, &server, raw);
             best = best.max(row.rate());
             if runs == 1000 {

@@ -3,11 +3,13 @@
 //! tests of the JetStream bus and KV store.
 
 mod cluster;
+mod raw;
 mod server;
 mod wire;
 mod worker;
 
 pub use cluster::NatsCluster;
+pub use raw::RawJetStream;
 pub use server::{NatsServer, WITHOUT_JETSTREAM};
 pub use wire::{WireBus, bus_under_test, embedded, over_the_wire};
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};

@@ -236,7 +236,8 @@ pub(super) async fn execute(
         Ok(Ok(value)) => {
             let guards = &entry.handler.guards;
             let checked = if guards.has_post_checks() {
-                guards.check_after(&call.policy(arguments), value).await
+                // Boxed: only calls with guardrails pay for the checks' future.
+                Box::pin(guards.check_after(&call.policy(arguments), value)).await
             } else {
                 Ok(value)
             };

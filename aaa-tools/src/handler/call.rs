@@ -190,40 +190,46 @@ impl Prepared {
 }
 
 /// What an outcome is replaced by when the bus refuses it as too large: the call's
-/// ids and name (shared, so keeping them costs no copy on the path where the outcome
-/// fits), made into a short failure fact only when needed.
+/// ids and name (shared), made into a short failure fact only when needed. Kept only
+/// where the bus has a size limit ([`Bus::max_payload`](crate::bus::Bus::max_payload)):
+/// the embedded bus has none, and its calls skip the four reference counts (and the
+/// larger future) this costs.
 struct TooLargeFallback {
-    call: Call,
+    /// Boxed: every outcome's publishing future holds this, nearly always `None`.
+    call: Option<Box<Call>>,
 }
 
 impl TooLargeFallback {
-    fn of(call: &Call) -> TooLargeFallback {
+    fn of(core: &Core, call: &Call) -> TooLargeFallback {
+        let limited = core.engine.bus().max_payload().is_some();
         TooLargeFallback {
-            call: Call {
-                tenant: call.tenant.clone(),
-                run: call.run.clone(),
-                call_id: call.call_id.clone(),
-                name: call.name.clone(),
-                meta: Map::new(),
-            },
+            call: limited.then(|| {
+                Box::new(Call {
+                    tenant: call.tenant.clone(),
+                    run: call.run.clone(),
+                    call_id: call.call_id.clone(),
+                    name: call.name.clone(),
+                    meta: Map::new(),
+                })
+            }),
         }
     }
 
     /// Publishes `prepared`; when the bus refuses it for its size, publishes a short
     /// failure under the same outcome id instead.
     async fn publish(self, prepared: Prepared, core: &Core, retry: &RetryPolicy) -> bool {
-        match prepared.try_publish(core, retry).await {
-            Ok(()) => true,
-            Err(BusError::TooLarge { size, limit }) => {
+        match (prepared.try_publish(core, retry).await, self.call) {
+            (Ok(()), _) => true,
+            (Err(BusError::TooLarge { size, limit }), Some(call)) => {
                 let text = format!(
                     "the outcome of this call ({size} bytes) does not fit in one message on \
                      this bus (limit {limit} bytes), so it is not kept; ask for less"
                 );
-                let data = self.call.failure(FailureKind::BadRequest, text, 0);
-                let short = Prepared::of(self.call.outcome_draft(core, TOOL_FAILED, data));
+                let data = call.failure(FailureKind::BadRequest, text, 0);
+                let short = Prepared::of(call.outcome_draft(core, TOOL_FAILED, data));
                 short.try_publish(core, retry).await.is_ok()
             }
-            Err(_) => false,
+            (Err(_), _) => false,
         }
     }
 }
@@ -247,7 +253,7 @@ where
     T: serde::Serialize + Send + Sync + 'static,
 {
     let prepared = Prepared::of(call.outcome_draft(core, kind, data));
-    TooLargeFallback::of(call).publish(prepared, core, retry)
+    TooLargeFallback::of(core, call).publish(prepared, core, retry)
 }
 
 /// Publishes the outcome of `call` with its typed data (what a watcher in this process
@@ -262,7 +268,7 @@ pub(super) fn publish_outcome<'a>(
         Outcome::Completed(data) => Prepared::of(call.outcome_draft(core, TOOL_COMPLETED, data)),
         Outcome::Failed(data) => Prepared::of(call.outcome_draft(core, TOOL_FAILED, data)),
     };
-    TooLargeFallback::of(call).publish(prepared, core, retry)
+    TooLargeFallback::of(core, call).publish(prepared, core, retry)
 }
 
 /// Settles a message; returns whether the bus took the settlement.

@@ -183,7 +183,8 @@ async fn admit_and_run(
     let mut approval_reason = None;
     let guards = &entry.handler.guards;
     let decision = if guards.has_pre_checks() {
-        guards.check_before(&call.policy(&arguments)).await
+        // Boxed: only calls with guardrails pay for the checks' future.
+        Box::pin(guards.check_before(&call.policy(&arguments))).await
     } else {
         PreCall::Allow
     };
