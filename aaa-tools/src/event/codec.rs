@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Event, EventError, ShortText, fast_uuid, subject_text};
+use super::{Event, EventError, ShortText, fast_uuid};
 use crate::bus::{Encode, Payload};
 use crate::ids::{CallId, RunId, TenantId};
 
@@ -229,7 +229,7 @@ impl<T: Serialize> Draft<T> {
 
     /// The bus subject this event travels on.
     pub(crate) fn bus_subject(&self) -> ShortText {
-        subject_text(&self.aaatenant, &self.aaarunid, &self.kind)
+        crate::names::subject(&self.aaatenant, &self.aaarunid, &self.kind)
     }
 
     /// The JSON bytes of the event: the same object `serde_json` would write for it,

@@ -261,12 +261,7 @@ pub(crate) fn fast_uuid() -> uuid::Uuid {
 
 /// The subject for events of `kind` in a run.
 pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
-    subject_text(tenant, run, kind).to_string()
-}
-
-/// [`subject`], on the stack: what a publish needs for as long as it takes.
-pub(crate) fn subject_text(tenant: &TenantId, run: &RunId, kind: &str) -> ShortText {
-    crate::names::subject(tenant, run, kind)
+    crate::names::subject(tenant, run, kind).to_string()
 }
 
 /// The filter matching every event of a run.
