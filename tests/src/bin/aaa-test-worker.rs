@@ -109,7 +109,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for more in env("AAA_MORE_SERVERS").iter().flat_map(|s| s.split(',')) {
         options = options.server(more);
     }
-    let engine = options.connect().await?;
+    // A worker outlives a cluster that is still electing leaders: it tries to connect
+    // (and open the stream and bucket) for up to 30 s before it gives up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let engine = loop {
+        match options.connect().await {
+            Ok(engine) => break engine,
+            Err(error) if std::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "cannot connect yet; trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
     let worker = engine.worker_id().to_owned();
     let registry = ToolRegistry::builder()
         .tools(tools![work, work_once, crash, approved])
