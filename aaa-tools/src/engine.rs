@@ -11,12 +11,12 @@ use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::EventError;
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
-    ShortText, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, ToolRequested,
+    ShortText, TOOL_REQUESTED, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 use crate::outcome::Outcome;
+use crate::outcomes::{Claim, Outcomes, TenantOutcomes};
 use crate::tool_names::ToolNames;
-use crate::watcher::{Claim, Watcher};
 
 /// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -106,6 +106,8 @@ pub(crate) struct EngineInner {
     pub(crate) executor: Mutex<Weak<dyn std::any::Any + Send + Sync>>,
     /// One copy of each tool name this engine's callers asked for.
     names: ToolNames,
+    /// How this engine's run handles wait for outcomes.
+    outcomes: Outcomes,
 }
 
 impl std::fmt::Debug for Engine {
@@ -140,6 +142,7 @@ impl Engine {
         let id = crate::event::fast_uuid().simple().to_string();
         Engine {
             inner: Arc::new(EngineInner {
+                outcomes: Outcomes::new(bus.clone()),
                 bus,
                 store,
                 source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
@@ -185,7 +188,7 @@ impl Engine {
                 engine: self.clone(),
                 tenant,
                 run,
-                watcher: tokio::sync::OnceCell::new(),
+                outcomes: tokio::sync::OnceCell::new(),
             }),
         }
     }
@@ -295,9 +298,17 @@ struct RunInner {
     engine: Engine,
     tenant: TenantId,
     run: RunId,
-    /// Set once, by the first caller that waits for an outcome (concurrent callers
-    /// wait for that one instead of opening replays of their own).
-    watcher: tokio::sync::OnceCell<Watcher>,
+    /// The tenant's outcome waits, listening: set by the first request or wait
+    /// through this handle, which registers the run with them.
+    outcomes: tokio::sync::OnceCell<Arc<TenantOutcomes>>,
+}
+
+impl Drop for RunInner {
+    fn drop(&mut self) {
+        if let Some(outcomes) = self.outcomes.get() {
+            outcomes.close_run(&self.run);
+        }
+    }
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -337,15 +348,16 @@ impl RunHandle {
 
     /// Requests a call; returns its call id without waiting.
     ///
-    /// The handle follows its run's outcomes from its first request on, so
-    /// [`outcome`](Self::outcome) finds this call's outcome however long after it is
-    /// asked, even once the bus no longer holds the fact (see
+    /// The call's outcome is expected from here on, so [`outcome`](Self::outcome)
+    /// finds it however long after it is asked, while a handle on the run is open,
+    /// even once the bus no longer holds the fact (see
     /// [`Retention`](crate::bus::Retention)).
     pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
-        self.watcher().await?;
+        let outcomes = self.outcomes().await?;
         // Built before the await and apart from it: a call's future (which a caller
         // running many at once allocates one of each) holds only what the publish needs.
         let (call_id, subject, payload) = self.request_event(call);
+        outcomes.expect(&self.inner.run, &call_id);
         // No de-duplication id: the event's id is fresh, so no other publish can repeat
         // it (a retry of this request is a new event), and the guard already takes a
         // call id once however often its request arrives.
@@ -404,73 +416,41 @@ impl RunHandle {
 
     /// Waits for the outcome of `call_id` (which may already have arrived).
     ///
-    /// The handle keeps an outcome that arrives before anyone asks for it until
-    /// somebody does, so a call requested through this handle never misses its
-    /// outcome. Once handed out, the handle keeps only a 16-byte fingerprint of the
-    /// call's id: asking again reads the run's outcomes from the bus and finds the same
-    /// outcome (the first one of the call), while the bus still holds it. So does
-    /// asking through another handle, or for a call requested elsewhere: on the
-    /// embedded bus, within its [`Retention`](crate::bus::Retention).
+    /// An outcome of a call requested through a handle on this run is kept until
+    /// somebody asks for it, while a handle on the run is open. Any other call (one
+    /// requested elsewhere, or one whose outcome was handed out before) is looked up
+    /// on the bus by its subject, one lookup however long the run: its first outcome,
+    /// while the bus holds it, or the next one stored. Waiting costs the bus's server
+    /// nothing per run or per call: an engine listens once per tenant.
     pub async fn outcome(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
-        // In two steps: awaiting inside the match would keep the claim alive (and in
-        // every call's future) for the whole wait.
-        let waiting = match self.watcher().await?.claim(call_id) {
+        let outcomes = self.outcomes().await?;
+        let (receiver, look_up) = match outcomes.claim(&self.inner.run, call_id) {
             Claim::Ready(outcome) => return Ok(outcome),
-            Claim::Waiting(receiver) => Some(receiver),
-            Claim::HandedOut => None,
+            Claim::Waiting { receiver, look_up } => (receiver, look_up),
             Claim::Ended => return Err(EngineError::Closed(call_id.clone())),
         };
-        let Some(receiver) = waiting else {
+        if look_up {
             // Boxed: rare, and it would enlarge every call's future.
-            return Box::pin(self.outcome_again(call_id)).await;
-        };
+            Box::pin(outcomes.look_up(&self.inner.run, call_id)).await?;
+        }
         receiver
             .await
             .map_err(|_| EngineError::Closed(call_id.clone()))
     }
 
-    /// The outcome of a call whose outcome was handed out before, read from the bus.
-    async fn outcome_again(&self, call_id: &CallId) -> Result<Outcome, EngineError> {
-        let mut stream = self
-            .inner
-            .engine
-            .inner
-            .bus
-            .replay_any(&self.outcome_filters())
-            .await?;
-        while let Some(item) = stream.next().await {
-            let outcome = item.ok().as_ref().and_then(Outcome::from_stored);
-            if let Some(outcome) = outcome.filter(|o| o.call_id() == call_id) {
-                return Ok(outcome);
-            }
-        }
-        Err(EngineError::Closed(call_id.clone()))
-    }
-
-    /// The subjects of the run's outcome facts.
-    fn outcome_filters(&self) -> [String; 2] {
-        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
-        [
-            event::subject(tenant, run, TOOL_COMPLETED),
-            event::subject(tenant, run, TOOL_FAILED),
-        ]
-    }
-
-    /// The handle's watcher, opened by the first caller that needs it.
-    async fn watcher(&self) -> Result<&Watcher, EngineError> {
-        if let Some(watcher) = self.inner.watcher.get() {
-            return Ok(watcher);
+    /// The tenant's outcome waits, listening, with this run registered.
+    async fn outcomes(&self) -> Result<&Arc<TenantOutcomes>, EngineError> {
+        if let Some(outcomes) = self.inner.outcomes.get() {
+            return Ok(outcomes);
         }
         // Boxed: it happens once per handle, and would enlarge every call's future.
-        Box::pin(self.inner.watcher.get_or_try_init(|| self.open_watcher())).await
-    }
-
-    async fn open_watcher(&self) -> Result<Watcher, EngineError> {
-        // Outcomes only: a watcher woken by every request would cost each call a
-        // task switch (and, on a server, the request's bytes).
-        let filters = self.outcome_filters();
-        let stream = self.inner.engine.inner.bus.replay_any(&filters).await?;
-        Ok(Watcher::start(stream))
+        Box::pin(self.inner.outcomes.get_or_try_init(|| async {
+            let outcomes = self.inner.engine.inner.outcomes.tenant(&self.inner.tenant);
+            outcomes.listening().await?;
+            outcomes.open_run(&self.inner.run);
+            Ok::<_, EngineError>(outcomes)
+        }))
+        .await
     }
 
     /// Every fact of the run, from its start, then new ones as they happen. Messages

@@ -103,7 +103,6 @@
 
 mod args;
 pub mod bus;
-mod call_set;
 mod context;
 mod engine;
 mod error;
@@ -117,12 +116,12 @@ mod names;
 pub mod nats;
 mod operator;
 mod outcome;
+mod outcomes;
 mod output;
 mod registry;
 mod schema;
 mod tool;
 mod tool_names;
-mod watcher;
 
 #[doc(hidden)]
 #[path = "private.rs"]

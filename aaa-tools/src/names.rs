@@ -16,6 +16,7 @@
 //! | what | name |
 //! |---|---|
 //! | an event's subject | `aaa.<tenant>.<run>.<type without "aaa.">` |
+//! | an outcome fact's subject | `aaa.<tenant>.<run>.tool.completed.<call>` (or `.failed.`) |
 //! | an outcome fact's message id | `outcome.<tenant>.<run>.<call>` |
 //! | an approval request's message id | `approval-requested.<tenant>.<run>.<call>` |
 //! | an operator's resolution's message id | `resolved.<tenant>.<run>.<call>` |
@@ -123,10 +124,92 @@ pub(crate) fn idempotency_key(tenant: &TenantId, run: &RunId, call: &CallId) -> 
 }
 
 /// The subject of events of type `kind` in a run: `aaa.<tenant>.<run>.<kind without
-/// "aaa.">`.
+/// "aaa.">`. Outcome facts travel on subjects of their own call:
+/// [`event_subject`].
 pub(crate) fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> ShortText {
     let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
     ShortText::concat(&["aaa", SEP, tenant.as_str(), SEP, run.as_str(), SEP, suffix])
+}
+
+/// Whether events of type `kind` are a call's outcome (`aaa.tool.completed`,
+/// `aaa.tool.failed`).
+pub(crate) fn is_outcome(kind: &str) -> bool {
+    kind == crate::event::TOOL_COMPLETED || kind == crate::event::TOOL_FAILED
+}
+
+/// The subject an event of type `kind` about `call` travels on: [`subject`], and for
+/// an outcome, the call's id as one more token (`aaa.<tenant>.<run>.tool.completed.<call>`).
+///
+/// An outcome on a subject of its own call can be looked up without reading the run:
+/// a waiter that may have missed it asks the bus for the first message on
+/// [`outcome_filter`], one lookup however many calls the run has had.
+pub(crate) fn event_subject(
+    tenant: &TenantId,
+    run: &RunId,
+    kind: &str,
+    call: Option<&CallId>,
+) -> ShortText {
+    match call {
+        Some(call) if is_outcome(kind) => {
+            let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
+            ShortText::concat(&[
+                "aaa",
+                SEP,
+                tenant.as_str(),
+                SEP,
+                run.as_str(),
+                SEP,
+                suffix,
+                SEP,
+                call.as_str(),
+            ])
+        }
+        _ => subject(tenant, run, kind),
+    }
+}
+
+/// The filter matching every outcome fact of one call (completed or failed).
+pub(crate) fn outcome_filter(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+    let parts = [
+        "aaa",
+        tenant.as_str(),
+        run.as_str(),
+        "tool",
+        "*",
+        call.as_str(),
+    ];
+    parts.join(SEP)
+}
+
+/// The filters matching every outcome fact of a tenant's runs.
+pub(crate) fn tenant_outcome_filters(tenant: &TenantId) -> [String; 2] {
+    ["completed", "failed"].map(|how| ["aaa", tenant.as_str(), "*", "tool", how, "*"].join(SEP))
+}
+
+/// Whether an outcome fact on `subject` says the call `completed` (`Some(true)`) or
+/// `failed` (`Some(false)`): `aaa.<tenant>.<run>.tool.<how>.<call>`, or the subject
+/// without the call that outcomes had before version 0.2. `None` for any other subject.
+pub(crate) fn outcome_completed(subject: &str) -> Option<bool> {
+    let how = match split::<5>(subject) {
+        Some([aaa, _, _, tool, how]) if aaa == "aaa" && tool == "tool" => how,
+        _ => match split::<6>(subject)? {
+            [aaa, _, _, tool, how, _] if aaa == "aaa" && tool == "tool" => how,
+            _ => return None,
+        },
+    };
+    match how {
+        "completed" => Some(true),
+        "failed" => Some(false),
+        _ => None,
+    }
+}
+
+/// The run and call of an outcome fact's subject (`aaa.<tenant>.<run>.tool.<how>.<call>`,
+/// `how` being `completed` or `failed`), borrowed from it; `None` for any other subject.
+pub(crate) fn outcome_of_subject(subject: &str) -> Option<(&str, &str, &str)> {
+    let [aaa, tenant, run, tool, how, call] = split::<6>(subject)?;
+    (aaa == "aaa" && tool == "tool" && (how == "completed" || how == "failed"))
+        .then_some((tenant, run, call))
 }
 
 /// The filter matching every event of a run.

@@ -67,15 +67,15 @@ impl Outcome {
     }
 
     /// The outcome a stored fact carries, if it is one (by its subject, then its type).
+    /// The subject is an outcome's (`aaa.<t>.<r>.tool.completed.<call>`, or without the
+    /// call as before version 0.2).
     pub(crate) fn from_stored(stored: &Stored) -> Option<Outcome> {
-        let parsed = if stored.subject.ends_with(".tool.completed") {
-            Parsed::<ToolCompleted>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
-        } else if stored.subject.ends_with(".tool.failed") {
-            Parsed::<ToolFailed>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data)))
-        } else {
-            return None;
+        let parsed = match crate::names::outcome_completed(&stored.subject) {
+            Some(true) => Parsed::<ToolCompleted>::from_payload(&stored.payload)
+                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data))),
+            Some(false) => Parsed::<ToolFailed>::from_payload(&stored.payload)
+                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data))),
+            None => return None,
         };
         parsed.unwrap_or_else(|error| {
             tracing::warn!(subject = %stored.subject, %error, "skipping a fact that is not a valid outcome");

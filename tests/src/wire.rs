@@ -70,6 +70,17 @@ impl<B: Bus> Bus for WireBus<B> {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, aaa_tools::bus::BusError>>> {
         self.0.replay_any(filters)
     }
+
+    fn listen<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, aaa_tools::bus::BusError>>> {
+        self.0.listen(filters)
+    }
+
+    fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
+        self.0.first(filter)
+    }
 }
 
 /// Whether the suites run over the byte codec (`AAA_WIRE=bytes`).

@@ -348,6 +348,7 @@ async fn a_server_or_stream_set_up_otherwise_is_a_clear_error() {
         "stream AAA exists with another configuration",
         r#"subjects: it has ["other.>"], the options ask ["aaa.>"]"#,
         "storage: it has Memory, the options ask File",
+        "republish: it has none, the options ask aaa.*.*.tool.*.* -> aaa-stored.",
     ] {
         assert!(text.contains(expected), "{text}");
     }
@@ -360,4 +361,74 @@ async fn a_server_or_stream_set_up_otherwise_is_a_clear_error() {
         .await
         .unwrap();
     drop(engine);
+}
+
+/// The consumers on the facts stream, by the server's count.
+async fn consumers(bus: &aaa_tools::nats::NatsBus) -> usize {
+    let mut stream = bus.jetstream().get_stream("AAA").await.unwrap();
+    stream.info().await.unwrap().state.consumer_count
+}
+
+/// Waiting costs the server nothing per run or per call: 200 runs of two calls each,
+/// waited on at once, leave the stream with the consumers it had (the workers'), and
+/// a replay's consumer is gone once the replay is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_outcomes_holds_no_consumer_and_a_dropped_replay_none() {
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let options = NatsOptions::new(server.url());
+    let worker = options.connect().await.unwrap();
+    let (bus, store) = options.connect_parts().await.unwrap();
+    let client = aaa_tools::Engine::new(bus.clone(), store);
+    let registry = ToolRegistry::new(tools![add]).unwrap();
+    let _handle = ToolHandler::new(registry).attach(&worker).await.unwrap();
+    let before = consumers(&bus).await;
+
+    let runs: Vec<_> = (0..200).map(|_| client.new_run()).collect();
+    let calls = runs.iter().enumerate().map(|(i, run)| async move {
+        let first = run.call("add", json!({"a": i, "b": 1})).await.unwrap();
+        let second = run.call("add", json!({"a": i, "b": 2})).await.unwrap();
+        (first.result().cloned(), second.result().cloned())
+    });
+    let results = futures::future::join_all(calls).await;
+    for (i, (first, second)) in results.into_iter().enumerate() {
+        assert_eq!(first, Some(json!(i + 1)));
+        assert_eq!(second, Some(json!(i + 2)));
+    }
+    assert_eq!(
+        consumers(&bus).await,
+        before,
+        "no consumer per run or per call"
+    );
+
+    // A call's outcome asked for again, from a fresh handle: looked up, not replayed.
+    let again = client.run(runs[7].run_id().clone());
+    let id = {
+        let mut facts = runs[7].facts().await.unwrap();
+        let mut id = None;
+        while let Some(fact) = facts.next().await {
+            let fact = fact.unwrap();
+            if fact.kind == aaa_tools::event::TOOL_COMPLETED {
+                id = fact.subject.clone();
+                break;
+            }
+        }
+        id.unwrap()
+    };
+    let outcome = again
+        .outcome(&aaa_tools::CallId::new(id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(outcome.result(), Some(&json!(8)));
+
+    // The replay above is dropped: its consumer goes (deleted, not left to expire).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while consumers(&bus).await != before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replay's consumer was not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

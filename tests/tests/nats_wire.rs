@@ -129,7 +129,8 @@ fn tenant_permissions(tenant: &str) -> String {
                     "$JS.API.STREAM.INFO.KV_aaa_guard",
                     "$JS.API.CONSUMER.CREATE.AAA", "$JS.API.CONSUMER.CREATE.AAA.>",
                     "$JS.API.CONSUMER.MSG.NEXT.AAA.*",
-                    "$JS.API.CONSUMER.DELETE.AAA.*", "$JS.API.CONSUMER.INFO.AAA.*"]
+                    "$JS.API.CONSUMER.DELETE.AAA.*", "$JS.API.CONSUMER.INFO.AAA.*",
+                    "$JS.API.STREAM.MSG.GET.AAA"]
             deny: ["$JS.API.CONSUMER.*.AAA.aaa-tool-requests",
                    "$JS.API.CONSUMER.*.AAA.aaa-tool-requests.>",
                    "$JS.API.CONSUMER.*.AAA.aaa-approval-signals",
@@ -137,7 +138,7 @@ fn tenant_permissions(tenant: &str) -> String {
                    "$JS.API.CONSUMER.MSG.NEXT.AAA.aaa-tool-requests",
                    "$JS.API.CONSUMER.MSG.NEXT.AAA.aaa-approval-signals"]
           }}
-          subscribe: {{ allow: ["_INBOX_{tenant}.>"] }}
+          subscribe: {{ allow: ["_INBOX_{tenant}.>", "aaa-stored.{tenant}.>"] }}
         }}"#
     )
 }

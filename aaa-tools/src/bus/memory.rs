@@ -525,8 +525,17 @@ impl MemoryBus {
         } = &mut *state;
         let prefix = prefix_of(subject);
         let mut run = prefix.and_then(|prefix| by_prefix.get_mut(prefix));
+        // A run publishes on a handful of subjects again and again, and on one subject
+        // per call once (an outcome's, which ends in the call's id): only the first
+        // kind is worth keeping for the run's messages to share.
+        let shared = memchr::memchr_iter(b'.', subject.as_bytes())
+            .nth(4)
+            .is_none();
         // A subject this run published on before was checked then.
-        let known = run.as_ref().and_then(|run| run.known(subject));
+        let known = run
+            .as_ref()
+            .filter(|_| shared)
+            .and_then(|run| run.known(subject));
         if known.is_none()
             && let Err(why) = super::check_subject(subject, false)
         {
@@ -543,25 +552,33 @@ impl MemoryBus {
         {
             return Ok(());
         }
-        let (shared_subject, interned) = match (prefix, run.take()) {
+        let run = match (prefix, run.take()) {
             // Most publishes extend a run already indexed: no key to allocate.
             (Some(_), Some(run)) => {
                 run.seqs.push_back(seq);
+                Some(run)
+            }
+            (Some(prefix), None) => {
+                let run = RunIndex {
+                    seqs: VecDeque::from([seq]),
+                    subjects: SmallVec::new(),
+                };
+                Some(
+                    by_prefix
+                        .entry(prefix.to_owned())
+                        .insert_entry(run)
+                        .into_mut(),
+                )
+            }
+            (None, _) => None,
+        };
+        let (shared_subject, interned) = match run.filter(|_| shared) {
+            Some(run) => {
                 let at = known.unwrap_or_else(|| run.intern(subject));
                 let interned = &mut run.subjects[at];
                 (interned.subject.clone(), Some(interned))
             }
-            (Some(prefix), None) => {
-                let mut run = RunIndex {
-                    seqs: VecDeque::from([seq]),
-                    subjects: SmallVec::new(),
-                };
-                let at = run.intern(subject);
-                let run = by_prefix.entry(prefix.to_owned()).insert_entry(run);
-                let interned = &mut run.into_mut().subjects[at];
-                (interned.subject.clone(), Some(interned))
-            }
-            (None, _) => (Arc::from(subject), None),
+            None => (Arc::from(subject), None),
         };
         log.push_back(Kept {
             stored: Stored {
@@ -927,7 +944,7 @@ impl Bus for MemoryBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         let shared = self.shared.clone();
         let filters = vec![filter.to_owned()];
-        BusFuture::ready(replay_filters(shared, filters))
+        BusFuture::ready(replay_filters(shared, filters, ReplayFrom::Oldest))
     }
 
     fn replay_any<'a>(
@@ -936,8 +953,49 @@ impl Bus for MemoryBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         let shared = self.shared.clone();
         let filters = filters.to_vec();
-        BusFuture::ready(replay_filters(shared, filters))
+        BusFuture::ready(replay_filters(shared, filters, ReplayFrom::Oldest))
     }
+
+    /// A replay that starts at the end of the log: in process, nothing is ever missed.
+    fn listen<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        let shared = self.shared.clone();
+        let filters = filters.to_vec();
+        BusFuture::ready(replay_filters(shared, filters, ReplayFrom::Now))
+    }
+
+    /// Reads the run's index when the filter names one run (as a call's outcome
+    /// filter does), the whole log otherwise.
+    fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
+        BusFuture::ready(check_filter(filter).map(|()| {
+            let filters = Filters::new(vec![filter.to_owned()]);
+            let state = self.shared.lock();
+            let mut found = VecDeque::with_capacity(1);
+            let mut from = state.first_seq;
+            while found.is_empty() && from < state.next_seq() {
+                from = take_matches(
+                    &state,
+                    &filters,
+                    literal_prefix_of(filter),
+                    from,
+                    1,
+                    &mut found,
+                );
+            }
+            found.pop_front()
+        }))
+    }
+}
+
+/// Where a replay starts.
+#[derive(Clone, Copy)]
+enum ReplayFrom {
+    /// At the oldest message the log holds.
+    Oldest,
+    /// After the newest: only what is published later.
+    Now,
 }
 
 /// The most messages a replay takes from the log under one lock.
@@ -945,17 +1003,18 @@ const REPLAY_BATCH: usize = 64;
 
 /// Moves the messages from `from` on that match `filters` (among the messages of run
 /// `prefix` when the filters name one run, in the whole log otherwise) into `into`, up
-/// to [`REPLAY_BATCH`]; returns the first sequence number not looked at.
+/// to `most`; returns the first sequence number not looked at.
 fn take_matches(
     state: &State,
     filters: &Filters,
     prefix: Option<&str>,
     from: u64,
+    most: usize,
     into: &mut VecDeque<Stored>,
 ) -> u64 {
     let mut take = |seqs: &mut dyn Iterator<Item = u64>| {
         for seq in seqs {
-            if into.len() == REPLAY_BATCH {
+            if into.len() == most {
                 return seq;
             }
             if let Some(stored) = state.get(seq).filter(|s| filters.matches(&s.subject)) {
@@ -985,6 +1044,7 @@ fn take_matches(
 fn replay_filters(
     shared: Arc<Shared>,
     filters: Vec<String>,
+    start: ReplayFrom,
 ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
     if filters.is_empty() {
         return Err(super::no_filters());
@@ -1003,6 +1063,9 @@ fn replay_filters(
     });
     {
         let mut state = shared.lock();
+        if let ReplayFrom::Now = start {
+            replay.next.store(state.next_seq(), Ordering::Relaxed);
+        }
         state.replays.push(Arc::downgrade(&replay));
         state.generation += 1;
     }
@@ -1020,8 +1083,9 @@ fn replay_filters(
                 {
                     let state = shared.lock();
                     let from = replay.next.load(Ordering::Relaxed).max(state.first_seq);
+                    let (filters, prefix) = (&replay.filters, prefix.as_deref());
                     let next =
-                        take_matches(&state, &replay.filters, prefix.as_deref(), from, &mut taken);
+                        take_matches(&state, filters, prefix, from, REPLAY_BATCH, &mut taken);
                     replay.next.store(next, Ordering::Relaxed);
                 }
                 if taken.is_empty() {

@@ -309,6 +309,27 @@ pub trait Bus: Send + Sync + 'static {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         BusFuture::new(replay_covering(self, filters))
     }
+
+    /// The messages matching any of `filters` that are stored from now on, as they
+    /// are stored: nothing from before, and nothing kept for the listener on a server
+    /// beyond a subscription. Once the returned future resolves, every message stored
+    /// later comes through, unless the stream says otherwise: an `Err` item means
+    /// messages may have been missed (the connection to a server dropped, say), and
+    /// whoever needs each one looks it up with [`first`](Self::first). The stream ends
+    /// when the bus closes.
+    ///
+    /// A bus may listen to part of its subjects only: the JetStream bus listens to
+    /// outcome facts (`aaa.<tenant>.<run>.tool.<how>.<call>`), which its stream
+    /// republishes once they are stored; another filter is [`BusError::Invalid`].
+    fn listen<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>>;
+
+    /// The oldest message the bus holds that matches `filter`, if it holds one. One
+    /// lookup on a subject index, not a read of everything before it (the JetStream
+    /// bus asks the stream for its next message on the subject).
+    fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>>;
 }
 
 /// The messages matching any of `filters`, through one replay of their covering filter,
@@ -430,6 +451,15 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
         filters: &'a [String],
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         (**self).replay_any(filters)
+    }
+    fn listen<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        (**self).listen(filters)
+    }
+    fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
+        (**self).first(filter)
     }
 }
 
@@ -657,6 +687,15 @@ mod tests {
                 f: &'a str,
             ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
                 self.0.replay(f)
+            }
+            fn listen<'a>(
+                &'a self,
+                f: &'a [String],
+            ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+                self.0.listen(f)
+            }
+            fn first<'a>(&'a self, f: &'a str) -> BusFuture<'a, Option<Stored>> {
+                self.0.first(f)
             }
         }
         let counting = Arc::new(Counting(crate::bus::MemoryBus::new(), AtomicUsize::new(0)));

@@ -229,7 +229,12 @@ impl<T: Serialize> Draft<T> {
 
     /// The bus subject this event travels on.
     pub(crate) fn bus_subject(&self) -> ShortText {
-        crate::names::subject(&self.aaatenant, &self.aaarunid, &self.kind)
+        crate::names::event_subject(
+            &self.aaatenant,
+            &self.aaarunid,
+            &self.kind,
+            self.subject.as_ref(),
+        )
     }
 
     /// The JSON bytes of the event: the same object `serde_json` would write for it,

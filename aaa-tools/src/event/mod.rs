@@ -40,8 +40,12 @@
 //! | `aaa.tool.resolved` | `{call_id, name, outcome, result?, message?, resolved_by}`: an operator settled an `outcome_unknown` call |
 //!
 //! On a bus, an event travels on the subject `aaa.<tenant>.<run>.<type without
-//! "aaa.">`, e.g. `aaa.default.run-1.tool.completed`, so a run's facts can be read back
-//! with the filter `aaa.<tenant>.<run>.>`. Ids are restricted to `[A-Za-z0-9_-]` (see
+//! "aaa.">`, e.g. `aaa.default.run-1.tool.requested`, so a run's facts can be read back
+//! with the filter `aaa.<tenant>.<run>.>`. An outcome fact adds its call's id as one
+//! more token (`aaa.default.run-1.tool.completed.call-7`), so one call's outcome is
+//! found by its subject, without reading the run (before version 0.2 outcomes travelled
+//! on `aaa.<tenant>.<run>.tool.completed`: a run's facts read back with both, a waiter
+//! looks only for the new subjects). Ids are restricted to `[A-Za-z0-9_-]` (see
 //! [`RunId`]), so no id can add a subject token or a wildcard.
 //!
 //! The guard's `aaa.guard.attempt_started` and `aaa.guard.taken_over` are records of
@@ -78,7 +82,7 @@
 //!
 //! A program in another language requests a call by publishing a `aaa.tool.requested`
 //! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from
-//! `aaa.<tenant>.<run>.tool.completed` or `.tool.failed`.
+//! `aaa.<tenant>.<run>.tool.completed.<call>` or `.tool.failed.<call>`.
 
 use std::fmt;
 
@@ -201,7 +205,9 @@ impl Event {
 
     /// The bus subject this event travels on.
     pub fn bus_subject(&self) -> String {
-        subject(&self.aaatenant, &self.aaarunid, &self.kind)
+        let call = self.subject.as_deref().and_then(|c| CallId::new(c).ok());
+        crate::names::event_subject(&self.aaatenant, &self.aaarunid, &self.kind, call.as_ref())
+            .to_string()
     }
 
     /// The JSON bytes of the event.
@@ -606,7 +612,7 @@ mod tests {
             Some(&call),
             json!({"x": 1}),
         );
-        assert_eq!(event.bus_subject(), "aaa.acme.run-1.tool.completed");
+        assert_eq!(event.bus_subject(), "aaa.acme.run-1.tool.completed.call_1");
         let back = Event::from_bytes(&event.to_bytes()).unwrap();
         assert_eq!(back, event);
         let wire: Value = serde_json::from_slice(&event.to_bytes()).unwrap();

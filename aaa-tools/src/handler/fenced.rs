@@ -19,7 +19,8 @@ use super::core::{Core, Entry};
 use super::lease::{commit_base, superseded, write_record};
 use super::records::read;
 use crate::bus::BusError;
-use crate::event::{TOOL_COMPLETED, TOOL_FAILED, subject};
+use crate::event::{TOOL_COMPLETED, TOOL_FAILED};
+use crate::names::event_subject;
 
 /// The attempt whose result is being committed.
 pub(super) struct Holder<'a> {
@@ -113,10 +114,8 @@ pub(super) async fn logged_outcome(
         kind: SharedStr,
         data: Box<RawValue>,
     }
-    let subjects = [
-        subject(&call.tenant, &call.run, TOOL_COMPLETED),
-        subject(&call.tenant, &call.run, TOOL_FAILED),
-    ];
+    let subjects = [TOOL_COMPLETED, TOOL_FAILED]
+        .map(|kind| event_subject(&call.tenant, &call.run, kind, Some(&call.call_id)).to_string());
     let Some(payload) = fence.find(key, &subjects, &call::outcome_id(call)).await? else {
         return Ok(None);
     };

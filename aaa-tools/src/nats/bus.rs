@@ -96,9 +96,66 @@ pub(super) fn facts_stream(options: &NatsOptions) -> stream::Config {
         max_age: options.max_age,
         duplicate_window: options.duplicate_window,
         description: Some("aaa-tools: the facts of every run".into()),
+        republish: Some(outcome_republish()),
         ..Default::default()
     }
 }
+
+/// The first token of the subjects the stream republishes outcome facts on, once they
+/// are stored: `aaa-stored.<tenant>.<run>.tool.<how>.<call>`.
+const STORED: &str = "aaa-stored";
+
+/// The stream's republish rule: every outcome fact, once stored, goes out again on
+/// [`STORED`]`.<the rest of its subject>`, with the stream's sequence number in its
+/// headers. [`NatsBus::listen`] subscribes there: a listener hears of an outcome only
+/// once the stream holds it (a publish the stream refuses, a repeat it drops as a
+/// duplicate, is never republished), in the stream's order.
+pub(super) fn outcome_republish() -> stream::Republish {
+    stream::Republish {
+        source: "aaa.*.*.tool.*.*".into(),
+        destination: format!(
+            "{STORED}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.tool.{{{{wildcard(3)}}}}.{{{{wildcard(4)}}}}"
+        ),
+        headers_only: false,
+    }
+}
+
+/// The subject `listen` subscribes to for `filter`: the republished outcome subjects
+/// it stands for; an error for a filter outside the outcome facts.
+fn republished(filter: &str) -> Result<String, BusError> {
+    valid_filter(filter)?;
+    let tokens: Vec<&str> = filter.split('.').collect();
+    match tokens.as_slice() {
+        ["aaa", _, _, "tool", _, _] => Ok(format!("{STORED}{}", &filter[3..])),
+        _ => Err(crate::bus::invalid_filter(
+            filter,
+            "the JetStream bus listens to outcome facts only \
+             (`aaa.<tenant>.<run>.tool.<how>.<call>`, wildcards allowed)"
+                .into(),
+        )),
+    }
+}
+
+/// A republished message as the stream stored it: its original subject and sequence
+/// number come in the republish headers.
+fn from_republished(message: async_nats::Message) -> Result<Stored, BusError> {
+    let headers = message.headers.as_ref();
+    let header = |name| headers.and_then(|h| h.get(name)).map(|v| v.as_str());
+    let subject = header(async_nats::header::NATS_SUBJECT)
+        .ok_or_else(|| unavailable("a republished message without Nats-Subject"))?;
+    let seq = header(async_nats::header::NATS_SEQUENCE)
+        .and_then(|seq| seq.parse().ok())
+        .ok_or_else(|| unavailable("a republished message without Nats-Sequence"))?;
+    Ok(Stored {
+        seq,
+        subject: Arc::from(subject),
+        payload: message.payload.into(),
+    })
+}
+
+/// How often a listener looks at the connection's count of connects, to tell its
+/// reader that messages may have been missed while it was down.
+const RECONNECT_CHECK: Duration = Duration::from_millis(250);
 
 impl NatsBus {
     /// Opens the bus over `client`, creating the stream when it is missing.
@@ -142,7 +199,12 @@ impl NatsBus {
             })
             .await
             .map_err(unavailable)?;
+        let name = consumer.cached_info().name.clone();
         let messages = consumer.messages().await.map_err(unavailable)?;
+        let cleanup = ReplayConsumer {
+            stream: self.stream.clone(),
+            name,
+        };
         let stored = messages.map(|message| {
             let message = message.map_err(unavailable)?;
             let seq = message.info().map_err(unavailable)?.stream_sequence;
@@ -151,6 +213,11 @@ impl NatsBus {
                 subject: Arc::from(message.subject.as_str()),
                 payload: message.payload.clone().into(),
             })
+        });
+        // The consumer goes with the stream: `cleanup` moves into the stream's state.
+        let stored = stored.map(move |item| {
+            let _held = &cleanup;
+            item
         });
         Ok(stored.boxed())
     }
@@ -339,6 +406,122 @@ impl Bus for NatsBus {
             }
             crate::bus::replay_covering(self, filters).await
         })
+    }
+
+    fn listen<'a>(
+        &'a self,
+        filters: &'a [String],
+    ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
+        BusFuture::new(self.listen_republished(filters))
+    }
+
+    fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
+        BusFuture::new(self.first_stored(filter))
+    }
+}
+
+impl NatsBus {
+    /// [`Bus::listen`]: one core subscription per filter, on the subjects the stream
+    /// republishes outcomes on. A reconnect (the connection's count of connects moves)
+    /// comes out as an error item once the subscriptions are back on the server.
+    async fn listen_republished(
+        &self,
+        filters: &[String],
+    ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
+        let subjects = filters
+            .iter()
+            .map(|f| republished(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        if subjects.is_empty() {
+            return Err(crate::bus::no_filters());
+        }
+        let client = self.js.client();
+        let mut subscribers = Vec::with_capacity(subjects.len());
+        for subject in subjects {
+            subscribers.push(client.subscribe(subject).await.map_err(unavailable)?);
+        }
+        // Once the server answers a ping sent after the subscriptions, it holds them:
+        // whatever it stores from now on reaches the listener.
+        client.flush().await.map_err(unavailable)?;
+        let messages = futures::stream::select_all(subscribers).map(from_republished);
+        let statistics = client.statistics();
+        let connects = statistics
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let reconnects = futures::stream::unfold(
+            (client, statistics, connects),
+            |(client, statistics, seen)| async move {
+                let mut tick = tokio::time::interval(RECONNECT_CHECK);
+                loop {
+                    tick.tick().await;
+                    let now = statistics
+                        .connects
+                        .load(std::sync::atomic::Ordering::Relaxed);
+                    if now != seen {
+                        // The subscriptions are sent again on reconnect; after this
+                        // answer the server holds them.
+                        let _ = client.flush().await;
+                        let gap = Err(BusError::Unavailable(
+                            "the connection to the server was re-made; messages may have been missed".into(),
+                        ));
+                        return Some((gap, (client, statistics, now)));
+                    }
+                }
+            },
+        );
+        let listened = futures::stream::select(messages, reconnects)
+            // The subscriptions end only when the client closes.
+            .take_while(|item| futures::future::ready(!matches!(item, Err(BusError::Closed))));
+        Ok(listened.boxed())
+    }
+
+    /// [`Bus::first`]: the stream's next message on `filter` from its first sequence
+    /// number, asked of the stream's leader (so a message just stored is found).
+    async fn first_stored(&self, filter: &str) -> Result<Option<Stored>, BusError> {
+        valid_filter(filter)?;
+        match self
+            .stream
+            .get_first_raw_message_by_subject(filter, 1)
+            .await
+        {
+            Ok(message) => Ok(Some(Stored {
+                seq: message.sequence,
+                subject: Arc::from(message.subject.as_str()),
+                payload: message.payload.into(),
+            })),
+            Err(error)
+                if error.kind()
+                    == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+}
+
+/// The server-side consumer of one replay, deleted when the replay is dropped. A
+/// replay's consumer is ephemeral: the server also deletes it by itself 30 s after its
+/// reader stops asking for messages (async-nats sets that `inactive_threshold` on
+/// ordered consumers), which is what happens when the reading process dies; and should
+/// the consumer be recreated while it is read (after a gap), its successor expires the
+/// same way.
+struct ReplayConsumer {
+    stream: stream::Stream,
+    name: String,
+}
+
+impl Drop for ReplayConsumer {
+    fn drop(&mut self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (stream, name) = (self.stream.clone(), std::mem::take(&mut self.name));
+        runtime.spawn(async move {
+            if let Err(error) = stream.delete_consumer(&name).await {
+                tracing::debug!(%error, consumer = name, "could not delete a replay's consumer; it expires by itself");
+            }
+        });
     }
 }
 

@@ -29,12 +29,29 @@
 //!   Ids are limited to `[A-Za-z0-9_-]` (see [`RunId`](crate::RunId)), and every
 //!   subject and filter is checked before it reaches the server, so no id can widen a
 //!   subscription.
-//! - **Outcome watchers**: a [`RunHandle`](crate::RunHandle) waiting for outcomes reads
-//!   its run through one ordered consumer filtered to `…tool.completed` and
-//!   `…tool.failed`. Servers from 2.10 take both filters on one consumer (async-nats'
-//!   `server_2_10` feature); with 2.9, which takes one, the consumer uses the covering
-//!   filter `…tool.*` and the client drops what matches neither (the requests, with
-//!   their arguments, then still cross the wire).
+//! - **Outcome waiting** costs the server nothing per run or per call. The stream
+//!   republishes each outcome fact once it has stored it (`RePublish`
+//!   `aaa.*.*.tool.*.*` → `aaa-stored.<tenant>.<run>.tool.<how>.<call>`, nats-server
+//!   2.9 and later), and an engine holds one core subscription per tenant it waits in
+//!   on `aaa-stored.<tenant>.*.tool.completed.*` and `…failed.*` (two per tenant, no
+//!   consumer), routing what it hears to its runs. Republished, not merely published:
+//!   a listener hears only of an outcome the stream holds, in the stream's order, and
+//!   never of a repeat the stream dropped. An outcome the listener cannot have heard
+//!   (stored before the wait, for a call requested elsewhere; anything while the
+//!   connection was being re-made, which the listener notices by the connection's
+//!   count of connects) is looked up by its subject, one `STREAM.MSG.GET`
+//!   (`next_by_subj` on the call's outcome subjects, answered by the stream's leader).
+//!   Outcome subjects end in the call id for that lookup. Why this and not the
+//!   alternatives: a consumer per run (what versions before 0.2 did) ran a default
+//!   server out of consumers at about a thousand concurrent runs; a subscription on
+//!   the stream's own subjects would hear of publishes the stream refused or dropped
+//!   as repeats; and reading a run to find one call costs as much as the run is long.
+//! - **Replays** ([`RunHandle::facts`](crate::RunHandle::facts)) read through an
+//!   ordered (ephemeral) consumer, deleted when the replay is dropped, and by the
+//!   server 30 s after its reader stops asking when the reading process dies. Servers
+//!   from 2.10 take several filters on one consumer (async-nats' `server_2_10`
+//!   feature); with 2.9, which takes one, a replay of several filters uses their
+//!   covering filter and the client drops what matches none.
 //! - **Durable pull consumers** `aaa-tool-requests` (`aaa.*.*.tool.requested`) and
 //!   `aaa-approval-signals` (`aaa.*.*.approval.*`), explicit acks, `AckWait` = the
 //!   handler's [`ack_wait`](crate::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
@@ -70,10 +87,10 @@
 //! showing the attempt running; whoever fences that attempt out later (a takeover, an
 //! abandon, `outcome_unknown`) looks for its outcome right after its own
 //! compare-and-set, and a delivery that would wait for a live holder looks once before
-//! it waits, so a finished call never runs again. A look reads the run's outcomes from
-//! the call's first record write on, not from the run's start: its cost grows with the
-//! calls that finished while this one was open, not with the size of the run. (It
-//! assumes, as the records do, that a call settles within the stream's `max_age`.) A
+//! it waits, so a finished call never runs again. A look reads the call's own outcome
+//! subjects from its first record write on, not the run: its cost does not grow with
+//! the size of the run. (It assumes, as the records do, that a call settles within the
+//! stream's `max_age`.) A
 //! stale attempt's outcome is refused by the server and audited as
 //! `aaa.tool.stale_result`; one refused as a duplicate of the call's outcome id is
 //! checked against the record and audited alike when the attempt lost the call. Tools
@@ -211,7 +228,7 @@ pub(crate) fn setup_error(what: String, error: impl std::fmt::Display) -> NatsEr
 }
 
 /// Checks an existing stream's configuration against the one the options ask for:
-/// subjects (when `subjects` is set), replicas, storage.
+/// subjects (when `subjects` is set), replicas, republish, storage.
 pub(crate) fn check_stream(
     what: &str,
     found: &async_nats::jetstream::stream::Config,
@@ -235,6 +252,18 @@ pub(crate) fn check_stream(
             "replicas: it has {}, the options ask {}",
             found.num_replicas.max(1),
             wanted.num_replicas.max(1)
+        ));
+    }
+    if found.republish != wanted.republish {
+        let show = |r: &Option<async_nats::jetstream::stream::Republish>| match r {
+            Some(r) => format!("{} -> {}", r.source, r.destination),
+            None => "none".to_owned(),
+        };
+        differences.push(format!(
+            "republish: it has {}, the options ask {} (outcome waiting listens there; \
+             streams made before version 0.2 lack it)",
+            show(&found.republish),
+            show(&wanted.republish)
         ));
     }
     if found.storage != wanted.storage {

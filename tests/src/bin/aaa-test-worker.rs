@@ -110,7 +110,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         options = options.server(more);
     }
     // A worker outlives a cluster that is still electing leaders: it tries to connect
-    // (and open the stream and bucket) for up to 30 s before it gives up.
+    // (and open the stream and bucket) and to attach for up to 30 s before it gives up.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let engine = loop {
         match options.connect().await {
@@ -130,12 +130,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             worker: worker.clone(),
         })
         .build()?;
-    let _handle = ToolHandler::new(registry)
+    let handler = ToolHandler::new(registry)
         .guard(guard)
         .ack_wait(ack_wait)
-        .max_in_flight(env_f64("AAA_MAX_IN_FLIGHT", 64.0) as usize)
-        .attach(&engine)
-        .await?;
+        .max_in_flight(env_f64("AAA_MAX_IN_FLIGHT", 64.0) as usize);
+    // Attaching creates the workers' consumer, which a cluster still settling may time
+    // out on: tried again until the same deadline.
+    let _handle = loop {
+        match handler.clone().attach(&engine).await {
+            Ok(handle) => break handle,
+            Err(error) if std::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "cannot attach yet; trying again");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
     println!("ready {worker}");
     std::io::stdout().flush()?;
     std::future::pending::<()>().await;
