@@ -429,9 +429,18 @@ impl RunHandle {
             Claim::Waiting { receiver, look_up } => (receiver, look_up),
             Claim::Ended => return Err(EngineError::Closed(call_id.clone())),
         };
+        let mut receiver = receiver;
         if look_up {
-            // Boxed: rare, and it would enlarge every call's future.
-            Box::pin(outcomes.look_up(&self.inner.run, call_id)).await?;
+            // Until the lookup answers (it retries while the bus is unavailable), the
+            // outcome may also arrive through the listener. Boxed: rare, and it would
+            // enlarge every call's future.
+            let looking = Box::pin(outcomes.look_up(&self.inner.run, call_id));
+            tokio::select! {
+                looked = looking => looked?,
+                outcome = &mut receiver => {
+                    return outcome.map_err(|_| EngineError::Closed(call_id.clone()));
+                }
+            }
         }
         receiver
             .await

@@ -27,8 +27,11 @@
 //!   its outcome was handed out) leaves its waiter first, then looks the outcome up:
 //!   an outcome stored before the waiter was left is found by the lookup, one stored
 //!   after is heard;
-//! - when the listener says it may have missed something (a reconnect), every call
-//!   still expected or waited for is looked up again.
+//! - when the listener says it may have missed something (a reconnect, a new leader
+//!   of a JetStream cluster's stream), every call still expected or waited for is
+//!   looked up again; and every [`SWEEP`] the calls pending since before the last
+//!   sweep are, which bounds what no listener can report (a republish lost between
+//!   two servers of a cluster) to twice that interval.
 //!
 //! The first outcome of a call is its outcome: once a call's outcome is handed out (or
 //! kept), a later one (a republish after a takeover) is ignored. An outcome nobody in
@@ -116,6 +119,8 @@ impl Drop for Listener {
 #[derive(Default)]
 struct Waits {
     runs: HashMap<RunId, RunWaits, Hasher>,
+    /// How many sweeps the listener has made.
+    sweeps: u64,
     /// The listener stopped (the bus closed): nobody who waits now will be answered.
     ended: bool,
 }
@@ -127,14 +132,25 @@ struct RunWaits {
     calls: HashMap<CallId, Slot, Hasher>,
 }
 
-/// Where one call's outcome stands.
+/// Where one call's outcome stands. `born` is the sweep count when the call was first
+/// expected or waited for (see [`SWEEP`]).
 enum Slot {
     /// Requested through this engine; nobody asked for the outcome yet.
-    Expected,
+    Expected { born: u64 },
     /// Arrived before anybody asked: kept until somebody does.
     Arrived(Outcome),
     /// Somebody waits for it.
-    Waiting(Waiters),
+    Waiting { waiters: Waiters, born: u64 },
+}
+
+impl Slot {
+    /// When the call was first expected or waited for, while it still is.
+    fn pending_since(&self) -> Option<u64> {
+        match self {
+            Slot::Expected { born } | Slot::Waiting { born, .. } => Some(*born),
+            Slot::Arrived(_) => None,
+        }
+    }
 }
 
 /// What a caller asking for one call's outcome gets.
@@ -192,8 +208,9 @@ impl TenantOutcomes {
     /// kept when it arrives, whenever it is asked for.
     pub(crate) fn expect(&self, run: &RunId, call: &CallId) {
         let mut waits = self.lock();
+        let born = waits.sweeps;
         let calls = &mut waits.runs.entry(run.clone()).or_default().calls;
-        calls.entry(call.clone()).or_insert(Slot::Expected);
+        calls.entry(call.clone()).or_insert(Slot::Expected { born });
     }
 
     /// Takes the outcome of `call` if it arrived, or leaves a waiter for it.
@@ -202,6 +219,7 @@ impl TenantOutcomes {
         if waits.ended {
             return Claim::Ended;
         }
+        let born = waits.sweeps;
         let calls = &mut waits.runs.entry(run.clone()).or_default().calls;
         let (sender, receiver) = oneshot::channel();
         let look_up = match calls.get_mut(call) {
@@ -211,26 +229,30 @@ impl TenantOutcomes {
                 };
                 return Claim::Ready(outcome);
             }
-            Some(Slot::Waiting(waiters)) => {
+            Some(Slot::Waiting { waiters, .. }) => {
                 waiters.push(sender);
                 // Whoever waited first looked it up (or the call was expected).
                 false
             }
-            Some(slot @ Slot::Expected) => {
-                *slot = Slot::Waiting(SmallVec::from_buf([sender]));
+            Some(slot @ Slot::Expected { .. }) => {
+                let born = slot.pending_since().unwrap_or(born);
+                let waiters = SmallVec::from_buf([sender]);
+                *slot = Slot::Waiting { waiters, born };
                 false
             }
             None => {
-                calls.insert(call.clone(), Slot::Waiting(SmallVec::from_buf([sender])));
+                let waiters = SmallVec::from_buf([sender]);
+                calls.insert(call.clone(), Slot::Waiting { waiters, born });
                 true
             }
         };
         Claim::Waiting { receiver, look_up }
     }
 
-    /// Looks the outcome of `call` up on the bus and hands it over if it is there.
+    /// Looks the outcome of `call` up on the bus and hands it over if it is there,
+    /// trying again while the bus is unavailable (see [`look_up_retrying`]).
     pub(crate) async fn look_up(&self, run: &RunId, call: &CallId) -> Result<(), BusError> {
-        look_up(&*self.bus, &self.waits, &self.tenant, run, call).await
+        look_up_retrying(&*self.bus, &self.waits, &self.tenant, run, call).await
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Waits> {
@@ -261,6 +283,44 @@ async fn look_up(
         }
     }
     Ok(())
+}
+
+/// The first wait between two lookups of one outcome while the bus is unavailable.
+const FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
+/// The longest.
+const LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`look_up`], tried again with a growing pause (up to [`LAST_RETRY`]) while the bus
+/// is unavailable (a server failing over), for as long as the call's outcome is still
+/// waited for or expected: a lookup that fails leaves a waiter that nothing but a
+/// lookup may answer, so giving up would leave it hanging. A permanent error (an
+/// invalid filter) is returned.
+async fn look_up_retrying(
+    bus: &dyn Bus,
+    waits: &Mutex<Waits>,
+    tenant: &TenantId,
+    run: &RunId,
+    call: &CallId,
+) -> Result<(), BusError> {
+    let mut pause = FIRST_RETRY;
+    loop {
+        match look_up(bus, waits, tenant, run, call).await {
+            Err(error) if error.is_transient() => {
+                let pending = lock(waits)
+                    .runs
+                    .get(run)
+                    .and_then(|r| r.calls.get(call))
+                    .is_some_and(|slot| slot.pending_since().is_some());
+                if !pending {
+                    return Ok(());
+                }
+                tracing::warn!(%error, %run, %call, "could not look an outcome up; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LAST_RETRY);
+            }
+            done => return done,
+        }
+    }
 }
 
 /// An outcome as the listener hears it: its run, its call and the outcome.
@@ -299,9 +359,9 @@ fn hand_over(
         return;
     };
     match calls.get_mut(&found.call) {
-        Some(slot @ Slot::Expected) => *slot = Slot::Arrived(found.outcome),
-        Some(Slot::Waiting(_)) => {
-            let Some(Slot::Waiting(mut waiters)) = calls.remove(&found.call) else {
+        Some(slot @ Slot::Expected { .. }) => *slot = Slot::Arrived(found.outcome),
+        Some(Slot::Waiting { .. }) => {
+            let Some(Slot::Waiting { mut waiters, .. }) = calls.remove(&found.call) else {
                 unreachable!("matched above")
             };
             let last = waiters.pop();
@@ -316,7 +376,28 @@ fn hand_over(
     }
 }
 
-/// The listener's task: hands out outcomes until the bus closes.
+/// How often the listener sweeps: each call expected or waited for since before the
+/// last sweep is looked up. A safety net under the listener: a server republishes an
+/// outcome after storing it, and a server that dies between the two (a cluster's
+/// stream leader, killed) stored an outcome nobody hears of. A JetStream listener
+/// reports the leader changes it sees, which makes the lookups at once; the sweep
+/// bounds what it cannot see (a route between two servers lost without a change of
+/// leader) to twice this, and costs one lookup per interval for each call waited on
+/// for longer.
+const SWEEP: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Which calls a lookup round covers.
+#[derive(Clone, Copy)]
+enum Round {
+    /// Every call expected or waited for: the listener may have missed something.
+    All,
+    /// Those pending since before sweep number `before`.
+    OlderThan(u64),
+}
+
+/// The listener's task: hands out outcomes until the bus closes. Lookups run beside
+/// it (in `lookups`, stopped with it), so a round of them never holds up what the
+/// listener hears meanwhile.
 async fn listen(
     stored: BoxStream<'static, Result<Stored, BusError>>,
     waits: Arc<Mutex<Waits>>,
@@ -327,19 +408,35 @@ async fn listen(
     let mut items = Vec::with_capacity(BATCH);
     let mut found = Vec::new();
     let mut ready = Vec::new();
-    while (Arrived {
-        stored: &mut stored,
-        into: &mut items,
-    })
-    .await
-    {
-        let mut missed = false;
+    let mut lookups = tokio::task::JoinSet::new();
+    let mut sweep = tokio::time::interval_at(tokio::time::Instant::now() + SWEEP, SWEEP);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        while lookups.try_join_next().is_some() {}
+        let arrived = Arrived {
+            stored: &mut stored,
+            into: &mut items,
+        };
+        let round = tokio::select! {
+            more = arrived => {
+                if !more {
+                    break;
+                }
+                None
+            }
+            _ = sweep.tick() => {
+                let mut waits = lock(&waits);
+                waits.sweeps += 1;
+                Some(Round::OlderThan(waits.sweeps - 1))
+            }
+        };
+        let mut round = round;
         for item in items.drain(..) {
             match item {
                 Ok(stored) => found.extend(parse(&stored)),
                 Err(error) => {
                     tracing::warn!(%error, "outcomes may have been missed; looking up every awaited call");
-                    missed = true;
+                    round = Some(Round::All);
                 }
             }
         }
@@ -352,8 +449,9 @@ async fn listen(
         for (waiter, outcome) in ready.drain(..) {
             let _ = waiter.send(outcome);
         }
-        if missed {
-            look_up_all(&*bus, &waits, &tenant).await;
+        if let Some(round) = round {
+            let (bus, waits, tenant) = (bus.clone(), waits.clone(), tenant.clone());
+            lookups.spawn(async move { look_up_all(&*bus, &waits, &tenant, round).await });
         }
     }
     let mut waits = lock(&waits);
@@ -363,26 +461,28 @@ async fn listen(
     }
 }
 
-/// Looks up every call still expected or waited for (after the listener may have
-/// missed outcomes).
-async fn look_up_all(bus: &dyn Bus, waits: &Mutex<Waits>, tenant: &TenantId) {
+/// Looks up the calls of `round` still expected or waited for.
+async fn look_up_all(bus: &dyn Bus, waits: &Mutex<Waits>, tenant: &TenantId, round: Round) {
     let pending: Vec<(RunId, CallId)> = {
         let waits = lock(waits);
+        let covered = |born: u64| match round {
+            Round::All => true,
+            Round::OlderThan(sweep) => born < sweep,
+        };
         waits
             .runs
             .iter()
             .flat_map(|(run, r)| {
                 r.calls
                     .iter()
-                    .filter(|(_, slot)| !matches!(slot, Slot::Arrived(_)))
+                    .filter(|(_, slot)| slot.pending_since().is_some_and(covered))
                     .map(move |(call, _)| (run.clone(), call.clone()))
             })
             .collect()
     };
     futures::stream::iter(pending)
         .for_each_concurrent(LOOKUPS_AT_ONCE, |(run, call)| async move {
-            if let Err(error) = look_up(bus, waits, tenant, &run, &call).await {
-                // The next reconnect looks again; a caller's own wait stays.
+            if let Err(error) = look_up_retrying(bus, waits, tenant, &run, &call).await {
                 tracing::warn!(%error, %run, %call, "could not look an outcome up");
             }
         })
@@ -583,6 +683,39 @@ mod tests {
             "the waiter is dropped, not left hanging"
         );
         assert!(matches!(outcomes.claim(&run, &waiting), Claim::Ended));
+    }
+
+    /// An outcome no listener heard of, and no gap reported: the sweep finds it.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_waited_on_for_long_is_looked_up_by_the_sweep() {
+        let engine = Engine::embedded();
+        let (run, call) = (new_run_id(), new_call_id());
+        let (_heard, stream) = futures::channel::mpsc::unbounded::<Result<Stored, BusError>>();
+        let waits = Arc::new(Mutex::new(Waits::default()));
+        let bus = engine.bus().clone();
+        let tenant = TenantId::default();
+        let task = tokio::spawn(listen(
+            Box::pin(stream),
+            waits.clone(),
+            bus.clone(),
+            tenant.clone(),
+        ));
+        let outcomes = TenantOutcomes {
+            tenant,
+            bus,
+            waits,
+            listener: OnceCell::new_with(Some(Listener(task))),
+        };
+        outcomes.open_run(&run);
+        outcomes.expect(&run, &call);
+        let Claim::Waiting { receiver, .. } = outcomes.claim(&run, &call) else {
+            panic!("nothing heard");
+        };
+        complete(&engine, &run, &call, 9).await;
+        let started = tokio::time::Instant::now();
+        let found = tokio::time::timeout(SWEEP * 3, receiver).await;
+        assert_eq!(result(&found.expect("found by a sweep").unwrap()), 9);
+        assert!(started.elapsed() >= SWEEP, "not before a sweep");
     }
 
     #[tokio::test]

@@ -432,3 +432,76 @@ async fn waiting_for_outcomes_holds_no_consumer_and_a_dropped_replay_none() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A client killed (-9) in the middle of a replay leaves nothing on the server: the
+/// replay's consumer expires by itself within its inactivity threshold (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_killed_mid_replay_leaves_no_consumer() {
+    use tokio::io::AsyncBufReadExt;
+
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, store) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    let engine = aaa_tools::Engine::new(bus.clone(), store);
+    let run = engine.new_run();
+    run.request("add", json!({"a": 1, "b": 2})).await.unwrap();
+    let mut replayer = tokio::process::Command::new(env!("CARGO_BIN_EXE_aaa-test-replayer"))
+        .env("AAA_NATS_URL", server.url())
+        .env("AAA_RUN", run.run_id().as_str())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(replayer.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
+    assert_eq!(line.unwrap().unwrap().as_deref(), Some("replaying"));
+    assert_eq!(consumers(&bus).await, 1, "the replay's consumer");
+
+    replayer.start_kill().unwrap();
+    replayer.wait().await.unwrap();
+    let killed = std::time::Instant::now();
+    while consumers(&bus).await != 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(45),
+            "the consumer of a dead client's replay is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "a dead client's replay consumer was gone {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
+}
+
+/// An account whose consumer limit the workers' two consumers fill: calls still run
+/// (waiting makes no consumer), and what does need one (a replay, a third worker
+/// consumer) fails at once with the server's reason, never hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_consumer_limit_stops_no_call_and_says_why_elsewhere() {
+    let config = "accounts { APP: { jetstream: { max_consumers: 2 }, \
+                  users: [{ user: app, password: app }] } }";
+    let Some(server) = NatsServer::start_configured(config) else {
+        return;
+    };
+    let options = NatsOptions::new(server.url()).user_and_password("app", "app");
+    let worker = options.connect().await.unwrap();
+    let client = options.connect().await.unwrap();
+    let registry = ToolRegistry::new(tools![add]).unwrap();
+    let _handle = ToolHandler::new(registry).attach(&worker).await.unwrap();
+
+    let runs: Vec<_> = (0..20).map(|_| client.new_run()).collect();
+    for (i, run) in runs.iter().enumerate() {
+        let outcome = run.call("add", json!({"a": i, "b": 1})).await.unwrap();
+        assert_eq!(outcome.result(), Some(&json!(i + 1)));
+    }
+    let replay = tokio::time::timeout(Duration::from_secs(10), runs[0].facts()).await;
+    let error = replay
+        .expect("answered at once")
+        .err()
+        .expect("no room for a consumer");
+    assert!(error.to_string().contains("maximum consumers"), "{error}");
+}

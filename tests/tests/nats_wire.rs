@@ -138,7 +138,8 @@ fn tenant_permissions(tenant: &str) -> String {
                    "$JS.API.CONSUMER.MSG.NEXT.AAA.aaa-tool-requests",
                    "$JS.API.CONSUMER.MSG.NEXT.AAA.aaa-approval-signals"]
           }}
-          subscribe: {{ allow: ["_INBOX_{tenant}.>", "aaa-stored.{tenant}.>"] }}
+          subscribe: {{ allow: ["_INBOX_{tenant}.>", "aaa-stored.{tenant}.>",
+                               "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.AAA"] }}
         }}"#
     )
 }

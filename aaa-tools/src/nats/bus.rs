@@ -423,7 +423,8 @@ impl Bus for NatsBus {
 impl NatsBus {
     /// [`Bus::listen`]: one core subscription per filter, on the subjects the stream
     /// republishes outcomes on. A reconnect (the connection's count of connects moves)
-    /// comes out as an error item once the subscriptions are back on the server.
+    /// comes out as an error item once the subscriptions are back on the server, and
+    /// so does each election of a new stream leader (the server's advisory).
     async fn listen_republished(
         &self,
         filters: &[String],
@@ -443,7 +444,24 @@ impl NatsBus {
         // Once the server answers a ping sent after the subscriptions, it holds them:
         // whatever it stores from now on reaches the listener.
         client.flush().await.map_err(unavailable)?;
-        let messages = futures::stream::select_all(subscribers).map(from_republished);
+        // A new leader of the stream may take over from one that stored an outcome
+        // and died before republishing it: each election is a reason to look up.
+        let elections = client
+            .subscribe(format!(
+                "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{}",
+                self.options.stream
+            ))
+            .await
+            .map_err(unavailable)?
+            .map(|_| {
+                Err(BusError::Unavailable(
+                    "the stream has a new leader; outcomes may have been missed".into(),
+                ))
+            });
+        let messages = futures::stream::select(
+            futures::stream::select_all(subscribers).map(from_republished),
+            elections,
+        );
         let statistics = client.statistics();
         let connects = statistics
             .connects

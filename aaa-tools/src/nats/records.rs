@@ -25,7 +25,6 @@ use std::ops::ControlFlow;
 
 use aaa_guard::{Appended, Entry, FencedLog, Revision, StoreError, StoreFuture};
 use async_nats::HeaderMap;
-use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::stream::{self, LastRawMessageErrorKind};
 use async_nats::jetstream::{self};
@@ -212,6 +211,23 @@ impl StreamRecords {
         }
     }
 
+    /// The stream's first message on `subject` from sequence number `from` on.
+    async fn next_on(
+        &self,
+        subject: &str,
+        from: u64,
+    ) -> Result<Option<async_nats::jetstream::message::StreamMessage>, StoreError> {
+        match self
+            .stream
+            .get_first_raw_message_by_subject(subject, from)
+            .await
+        {
+            Ok(message) => Ok(Some(message)),
+            Err(error) if error.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(error) => Err(unavailable(error)),
+        }
+    }
+
     pub(super) async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.stream
             .purge()
@@ -274,39 +290,31 @@ impl FencedLog for StreamRecords {
                 })?;
             }
             // The search starts at the record's oldest write still kept: every fenced
-            // append follows it. A run's outcome subjects hold every call of the run, so
-            // reading them from the start would cost each search the whole run.
+            // append follows it. Each subject is a call's own outcome subject, so the
+            // stream's next message on it (one lookup, no consumer) is nearly always the
+            // one: any other (an outcome under another id) is stepped past.
             let Some(since) = self.first_write(key).await? else {
                 return Ok(None);
             };
-            let consumer = self
-                .stream
-                .create_consumer(pull::OrderedConfig {
-                    deliver_policy: DeliverPolicy::ByStartSequence {
-                        start_sequence: since,
-                    },
-                    filter_subjects: subjects.to_vec(),
-                    ..Default::default()
-                })
-                .await
-                .map_err(unavailable)?;
-            if consumer.cached_info().num_pending == 0 {
-                return Ok(None);
-            }
-            let messages = consumer.messages().await.map_err(unavailable)?;
-            let mut found = None;
-            read_to_end(messages, |message| {
-                let id = message
-                    .headers
-                    .as_ref()
-                    .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID));
-                if id.is_some_and(|id| id.as_str() == msg_id) {
-                    found = Some(message.payload.to_vec());
-                    return ControlFlow::Break(());
+            let mut found: Option<(u64, Vec<u8>)> = None;
+            for subject in subjects {
+                let mut from = since;
+                while let Some(message) = self.next_on(subject, from).await? {
+                    if found
+                        .as_ref()
+                        .is_some_and(|(seq, _)| *seq < message.sequence)
+                    {
+                        break;
+                    }
+                    let id = message.headers.get(async_nats::header::NATS_MESSAGE_ID);
+                    if id.is_some_and(|id| id.as_str() == msg_id) {
+                        found = Some((message.sequence, message.payload.to_vec()));
+                        break;
+                    }
+                    from = message.sequence + 1;
                 }
-                ControlFlow::Continue(())
-            })
-            .await?;
+            }
+            let found = found.map(|(_, payload)| payload);
             Ok(found)
         })
     }
