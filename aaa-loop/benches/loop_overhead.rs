@@ -21,18 +21,41 @@
 //! cargo bench -p aaa-loop --bench loop_overhead -- --summary  # the summary alone
 //! ```
 //!
+//! Wall time on a shared machine moves by tens of percent from run to run;
+//! instruction counts do not. `--count direct|loop N R` runs one path `R` times at
+//! length `N` on a current-thread runtime (no thread wake-ups) and exits; counted
+//! with valgrind at `N` = 25 and `N` = 5, the difference divided by `20 R` is the
+//! cost of one call or turn, the per-run costs cancelled:
+//!
+//! ```text
+//! cargo bench -p aaa-loop --bench loop_overhead --no-run        # prints the binary's path
+//! valgrind --tool=callgrind <binary> --bench --count loop 25 40  # then loop 5 40, direct 25 40, direct 5 40
+//! ```
+//!
 //! ## What it measured
 //!
-//! On a 2-core virtual machine: a direct call 11 to 15 µs, a loop turn 16 to 20 µs,
-//! the loop's per-turn ratio 1.37 to 1.48 (over the 1.10 target), and 26 to 34 µs
-//! once per run. Counted with callgrind, a direct call is about 44 000 instructions
-//! (the engine's request, guard, execution and outcome) and a loop turn about 15 000
-//! more: copies of the turn (for its fact, the engine's arguments, the result the
-//! model reads; about 5 000), the turn's fact on the bus (subject, de-duplication id,
-//! append; about 2 500), the scripted model's copy of the turn (about 2 000), the
-//! turn-scoped call id, the conversation and the step machinery. Writing each turn
-//! as a JSON event at once (instead of a deferred payload, see `wire.rs`) made the
-//! ratio 2.1; that was the first thing cut.
+//! Instructions, with the engine of the same commit: a direct call 54 100, a loop
+//! turn 68 100, a ratio of 1.26 (69 300 and 1.28 before the one-call path of
+//! `calls.rs` and the clock read only for a wall-time budget in `driver.rs`). Taking
+//! each part out in turn says where the 14 000 go. Recording the turn as a fact
+//! takes 8 500 of them: without it a turn is 59 600, a ratio of 1.10. Of those, 3 450
+//! are the copy of the turn the fact keeps (a `ProviderCall` is strings and a JSON
+//! map: a copy is an allocation each), 1 500 its publish on the bus (subject,
+//! de-duplication, append), the rest its id, envelope, and freeing it all when the
+//! bus lets it go. The other 5 500 are the copy of the call in the result the model
+//! reads, the copy of its arguments the engine's request takes, the turn-scoped call
+//! id, the scripted model's copy of its turn and boxed future, the conversation and
+//! the step machinery. About 9 500 of the 14 000 are spent in `malloc` and `free`:
+//! what a loop keeps (the conversation, the facts) outlives the turn that allocates
+//! it, so it misses the allocator's per-thread cache. Writing each turn as JSON at
+//! once instead of keeping the copy costs more (+1 400 a turn); the first version,
+//! which wrote the whole event as JSON, had a ratio of 2.1.
+//!
+//! Wall time (the summary) on a 2-core virtual machine shared with other builds
+//! (load about 3), the two versions' binaries interleaved over four rounds: a direct
+//! call 12 to 19 µs; the per-turn ratio 1.24, 1.28, 1.38, 1.39 against 1.39, 1.41,
+//! 1.59, 1.61 before. Over the 1.10 target either way: the turn's fact alone costs
+//! more than the 10 % (see above).
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs each path once and
 //! checks the answers.
@@ -262,7 +285,43 @@ fn smoke(rt: &Runtime, subject: &std::sync::Arc<Subject>) {
     assert_eq!(end, LoopEnd::Final("done".into()));
 }
 
+/// `--count direct|loop N R`: `R` runs of one path at length `N`, on a
+/// current-thread runtime (no thread wake-ups), for an instruction counter; see the
+/// module docs.
+fn count(args: &[String]) -> bool {
+    let Some(at) = args.iter().position(|arg| arg == "--count") else {
+        return false;
+    };
+    let usage = "--count direct|loop N R";
+    let number = |at: usize| -> u32 { args.get(at).and_then(|n| n.parse().ok()).expect(usage) };
+    let (path, n, runs) = (args.get(at + 1).cloned(), number(at + 2), number(at + 3));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let subject = Subject::new().await;
+        let agent = agent(n);
+        for _ in 0..runs {
+            match path.as_deref() {
+                Some("direct") => {
+                    black_box(subject.direct(n).await);
+                }
+                Some("loop") => {
+                    black_box(subject.looped(&agent).await);
+                }
+                _ => panic!("{usage}"),
+            }
+        }
+    });
+    true
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if count(&args) {
+        return;
+    }
     let rt = runtime();
     let subject = std::sync::Arc::new(rt.block_on(Subject::new()));
     let benchmarking = std::env::args().any(|arg| arg == "--bench");

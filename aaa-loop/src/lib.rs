@@ -178,16 +178,19 @@
 //!   ids unique across a conversation; a turn is recorded before its calls are
 //!   requested; budgets are checked in one place, before each step.
 //!
-//! # Not here yet
+//! # Talking to a provider
 //!
-//! The HTTP clients for OpenAI (Chat Completions and Responses), Anthropic and
-//! Gemini, one feature each, come next; none exists in this crate yet. Until then a
-//! [`Model`] for a real provider is yours to write: a few lines over your HTTP client
-//! and the provider's codec (see [`Model`]), which includes rendering the
-//! conversation's assistant turns back into the provider's message history (echoing
-//! the model's calls; reasoning and signatures are not kept in an [`AssistantTurn`]
-//! yet). Retries of model calls are not here either: a model (or a wrapper around
-//! it) retries, and [`ModelError::is_transient`] says when it may.
+//! The `http` module (one feature per client: `openai-chat`, `openai-responses`,
+//! `anthropic`) has [`Model`]s over HTTP: an OpenAI Chat Completions client for
+//! OpenAI and every compatible server (vLLM, llama.cpp, Ollama: a base URL and an
+//! optional key), an OpenAI Responses client and an Anthropic Messages client. Each
+//! renders the conversation for its provider, reads the answer with the codec above,
+//! and has timeouts and retries on 429 and 5xx that honour `Retry-After`; errors
+//! name the HTTP status and the provider's message. Gemini has its codec but no
+//! client yet: a [`Model`] for it (or any other provider) is a few lines over your
+//! HTTP client and the provider's codec (see [`Model`]). Assistant turns are sent
+//! back as their text and calls; reasoning and thinking signatures are not kept in
+//! an [`AssistantTurn`].
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -204,6 +207,9 @@ mod wire;
 pub mod anthropic;
 pub mod facts;
 pub mod gemini;
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+pub mod http;
 pub mod openai_chat;
 pub mod openai_responses;
 

@@ -9,9 +9,9 @@
 //! each) ran a busy server out of consumers at about a thousand concurrent runs. So
 //! an engine holds one [`Bus::listen`] per tenant it waits in (on NATS: two core
 //! subscriptions on the subjects the stream republishes outcomes on once it has
-//! stored them; no consumer), and routes what it hears to the runs and calls in this
-//! process. Nothing is replayed: a wait on a run with 100 000 earlier calls reads
-//! none of them.
+//! stored them, and one on its leader elections; no consumer), and routes what it
+//! hears to the runs and calls in this process. Nothing is replayed: a wait on a run
+//! with 100 000 earlier calls reads none of them.
 //!
 //! What the listener cannot have heard (an outcome stored before the wait began, for
 //! a call requested elsewhere; anything while the connection was down) is looked up

@@ -39,6 +39,20 @@ pub(crate) struct Known {
     pub(crate) requested: HashSet<CallId>,
 }
 
+impl Known {
+    /// The answer the loop has for `call` (engine id `id`) without asking the engine:
+    /// a `bad_args` failure for arguments the codec could not read, or the outcome
+    /// the run held when the loop started.
+    fn answer(&mut self, call: &ProviderCall, id: &CallId) -> Option<Outcome> {
+        match &call.arguments {
+            ArgumentsOrProblem::Problem(problem) => Some(bad_args(call, problem)),
+            // A fresh run has none: no need to hash the id.
+            _ if self.outcomes.is_empty() => None,
+            _ => self.outcomes.remove(id),
+        }
+    }
+}
+
 /// One turn's calls to answer.
 pub(crate) struct TurnCalls<'a> {
     pub(crate) run: &'a RunHandle,
@@ -68,6 +82,13 @@ impl TurnCalls<'_> {
         known: &mut Known,
         deadline: Option<Instant>,
     ) -> Result<Option<Vec<ToolResult>>, LoopError> {
+        if let [call] = self.calls {
+            // One call, the common turn: nothing to order or to run side by side.
+            let Some(outcome) = self.answer_one(call, known, deadline).await? else {
+                return Ok(None);
+            };
+            return Ok(Some(vec![ToolResult::new(call.clone(), outcome)]));
+        }
         let ids: Vec<CallId> = self
             .calls
             .iter()
@@ -76,12 +97,7 @@ impl TurnCalls<'_> {
         let mut outcomes: Vec<Option<Outcome>> = vec![None; self.calls.len()];
         let (mut together, mut one_by_one) = (Vec::new(), Vec::new());
         for (at, call) in self.calls.iter().enumerate() {
-            let outcome = match &call.arguments {
-                ArgumentsOrProblem::Problem(problem) => Some(bad_args(call, problem)),
-                _ if known.outcomes.is_empty() => None,
-                _ => known.outcomes.remove(&ids[at]),
-            };
-            match outcome {
+            match known.answer(call, &ids[at]) {
                 Some(outcome) => {
                     self.arrived(&ids[at], call, &outcome);
                     outcomes[at] = Some(outcome);
@@ -92,54 +108,42 @@ impl TurnCalls<'_> {
         }
         for &at in &together {
             if !known.requested.contains(&ids[at]) {
-                self.request_new(&ids[at], at).await?;
+                self.request_new(&ids[at], &self.calls[at]).await?;
             }
         }
         let requested = &known.requested;
-        let arrived = if let ([], [at]) = (&one_by_one[..], &together[..]) {
-            // One call (the common turn): no need for the machinery below.
-            let Some(outcome) = until(deadline, self.run.outcome(&ids[*at])).await else {
-                return Ok(None);
-            };
-            let outcome = outcome?;
-            self.arrived(&ids[*at], &self.calls[*at], &outcome);
-            vec![(*at, outcome)]
-        } else {
-            let ids = &ids;
-            let serial = async {
-                let mut done = Vec::with_capacity(one_by_one.len());
-                for &at in &one_by_one {
-                    if !requested.contains(&ids[at]) {
-                        self.request_new(&ids[at], at).await?;
-                    }
-                    let outcome = self.run.outcome(&ids[at]).await?;
-                    self.arrived(&ids[at], &self.calls[at], &outcome);
-                    done.push((at, outcome));
+        let ids = &ids;
+        let serial = async {
+            let mut done = Vec::with_capacity(one_by_one.len());
+            for &at in &one_by_one {
+                if !requested.contains(&ids[at]) {
+                    self.request_new(&ids[at], &self.calls[at]).await?;
                 }
-                Ok::<_, LoopError>(done)
-            };
-            let concurrent = async {
-                let mut waiting: FuturesUnordered<_> = together
-                    .iter()
-                    .map(|&at| async move { (at, self.run.outcome(&ids[at]).await) })
-                    .collect();
-                let mut done = Vec::with_capacity(together.len());
-                while let Some((at, outcome)) = waiting.next().await {
-                    let outcome = outcome?;
-                    self.arrived(&ids[at], &self.calls[at], &outcome);
-                    done.push((at, outcome));
-                }
-                Ok::<_, LoopError>(done)
-            };
-            let both = futures::future::try_join(serial, concurrent);
-            let Some(both) = until(deadline, both).await else {
-                return Ok(None);
-            };
-            let (mut serial, concurrent) = both?;
-            serial.extend(concurrent);
-            serial
+                let outcome = self.run.outcome(&ids[at]).await?;
+                self.arrived(&ids[at], &self.calls[at], &outcome);
+                done.push((at, outcome));
+            }
+            Ok::<_, LoopError>(done)
         };
-        for (at, outcome) in arrived {
+        let concurrent = async {
+            let mut waiting: FuturesUnordered<_> = together
+                .iter()
+                .map(|&at| async move { (at, self.run.outcome(&ids[at]).await) })
+                .collect();
+            let mut done = Vec::with_capacity(together.len());
+            while let Some((at, outcome)) = waiting.next().await {
+                let outcome = outcome?;
+                self.arrived(&ids[at], &self.calls[at], &outcome);
+                done.push((at, outcome));
+            }
+            Ok::<_, LoopError>(done)
+        };
+        let both = futures::future::try_join(serial, concurrent);
+        let Some(both) = until(deadline, both).await else {
+            return Ok(None);
+        };
+        let (serial, concurrent) = both?;
+        for (at, outcome) in serial.into_iter().chain(concurrent) {
             outcomes[at] = Some(outcome);
         }
         let results = self
@@ -153,8 +157,33 @@ impl TurnCalls<'_> {
         Ok(Some(results))
     }
 
-    async fn request_new(&self, id: &CallId, at: usize) -> Result<(), LoopError> {
-        let call = &self.calls[at];
+    /// [`answer`](Self::answer) for a turn of one call: the same steps, without the
+    /// vectors that order many. Buys about 1 000 instructions of a turn's 69 000
+    /// (1.5 %) in the `loop_overhead` bench (counted with its `--count`).
+    async fn answer_one(
+        &self,
+        call: &ProviderCall,
+        known: &mut Known,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Outcome>, LoopError> {
+        let id = loop_call_id(self.turn, &call.call_id);
+        let outcome = match known.answer(call, &id) {
+            Some(outcome) => outcome,
+            None => {
+                if !known.requested.contains(&id) {
+                    self.request_new(&id, call).await?;
+                }
+                match until(deadline, self.run.outcome(&id)).await {
+                    Some(outcome) => outcome?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        self.arrived(&id, call, &outcome);
+        Ok(Some(outcome))
+    }
+
+    async fn request_new(&self, id: &CallId, call: &ProviderCall) -> Result<(), LoopError> {
         let arguments = match &call.arguments {
             ArgumentsOrProblem::Arguments(map) => Value::Object(map.clone()),
             // Answered locally (see `answer`); never requested.

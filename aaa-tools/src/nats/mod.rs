@@ -33,8 +33,8 @@
 //!   republishes each outcome fact once it has stored it (`RePublish`
 //!   `aaa.*.*.tool.*.*` → `aaa-stored.<tenant>.<run>.tool.<how>.<call>`, nats-server
 //!   2.9 and later), and an engine holds one core subscription per tenant it waits in
-//!   on `aaa-stored.<tenant>.*.tool.completed.*` and `…failed.*` (two per tenant, no
-//!   consumer), routing what it hears to its runs. Republished, not merely published:
+//!   on `aaa-stored.<tenant>.*.tool.completed.*` and `…failed.*` (and one on the
+//!   stream's leader-elected advisory; no consumer), routing what it hears to its runs. Republished, not merely published:
 //!   a listener hears only of an outcome the stream holds, in the stream's order, and
 //!   never of a repeat the stream dropped. An outcome the listener cannot have heard
 //!   (stored before the wait, for a call requested elsewhere; anything while the

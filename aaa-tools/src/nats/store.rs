@@ -294,6 +294,23 @@ async fn last_written(
         })
         .await
         .map_err(unavailable)?;
+    // Deleted once read, not left to expire: workers list approval deadlines every
+    // second, and each listing's consumer would otherwise stay on the server for its
+    // inactivity threshold (the `scale` bench saw 30 of them at any time).
+    let name = consumer.cached_info().name.clone();
+    let keys = keys_of(consumer, subjects, prefix).await;
+    if let Err(error) = stream.delete_consumer(&name).await {
+        tracing::debug!(%error, consumer = name, "could not delete a listing's consumer; it expires by itself");
+    }
+    keys
+}
+
+/// The keys `consumer` (over the last message of each subject) delivers.
+async fn keys_of(
+    consumer: async_nats::jetstream::consumer::Consumer<push::OrderedConfig>,
+    subjects: &str,
+    prefix: &str,
+) -> Result<Vec<String>, StoreError> {
     let mut keys = Vec::new();
     if consumer.cached_info().num_pending == 0 {
         return Ok(keys);
