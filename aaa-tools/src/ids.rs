@@ -144,6 +144,14 @@ macro_rules! id_type {
             }
         }
 
+        /// An id hashes and compares as its text, so maps keyed by ids are looked up
+        /// by a `&str` (a subject's token) without making an id of it.
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
         impl std::str::FromStr for $name {
             type Err = IdError;
             fn from_str(s: &str) -> Result<Self, IdError> {

@@ -125,6 +125,13 @@ struct Waits {
     ended: bool,
 }
 
+impl Waits {
+    /// The waits of `run`, made when it has none.
+    fn run(&mut self, run: &RunId) -> &mut RunWaits {
+        self.runs.entry(run.clone()).or_default()
+    }
+}
+
 /// One run's expected and awaited calls, and how many handles on the run are open.
 #[derive(Default)]
 struct RunWaits {
@@ -209,7 +216,7 @@ impl TenantOutcomes {
     pub(crate) fn expect(&self, run: &RunId, call: &CallId) {
         let mut waits = self.lock();
         let born = waits.sweeps;
-        let calls = &mut waits.runs.entry(run.clone()).or_default().calls;
+        let calls = &mut waits.run(run).calls;
         calls.entry(call.clone()).or_insert(Slot::Expected { born });
     }
 
@@ -220,7 +227,7 @@ impl TenantOutcomes {
             return Claim::Ended;
         }
         let born = waits.sweeps;
-        let calls = &mut waits.runs.entry(run.clone()).or_default().calls;
+        let calls = &mut waits.run(run).calls;
         let (sender, receiver) = oneshot::channel();
         let look_up = match calls.get_mut(call) {
             Some(Slot::Arrived(_)) => {
@@ -325,25 +332,33 @@ async fn look_up_retrying(
 
 /// An outcome as the listener hears it: its run, its call and the outcome.
 struct Found {
-    run: RunId,
-    call: CallId,
+    /// The fact's subject, which names the run.
+    subject: Arc<str>,
     outcome: Outcome,
+}
+
+impl Found {
+    /// The run the subject names (checked by [`parse`]).
+    fn run(&self) -> &str {
+        names::outcome_of_subject(&self.subject).map_or("", |(_, run, _)| run)
+    }
 }
 
 /// The run, call and outcome a stored fact carries, when it is an outcome whose data
 /// names the call its subject names (the subject is the authority; a fact whose data
 /// says otherwise is skipped, and said so).
 fn parse(stored: &Stored) -> Option<Found> {
-    let (_, run, call) = names::outcome_of_subject(&stored.subject)?;
+    let (_, _, call) = names::outcome_of_subject(&stored.subject)?;
     let outcome = Outcome::from_stored(stored)?;
     if outcome.call_id().as_str() != call {
         tracing::warn!(subject = %stored.subject, call_id = %outcome.call_id(),
             "skipping an outcome whose data names another call than its subject");
         return None;
     }
+    // A run token that is no valid id names no run waited on here: it is simply not
+    // found in the map.
     Some(Found {
-        run: RunId::new(run).ok()?,
-        call: outcome.call_id().clone(),
+        subject: stored.subject.clone(),
         outcome,
     })
 }
@@ -355,13 +370,17 @@ fn hand_over(
     found: Found,
     ready: &mut Vec<(oneshot::Sender<Outcome>, Outcome)>,
 ) {
-    let Some(calls) = waits.runs.get_mut(&found.run).map(|r| &mut r.calls) else {
+    let Some(calls) = waits.runs.get_mut(found.run()).map(|r| &mut r.calls) else {
         return;
     };
-    match calls.get_mut(&found.call) {
-        Some(slot @ Slot::Expected { .. }) => *slot = Slot::Arrived(found.outcome),
-        Some(Slot::Waiting { .. }) => {
-            let Some(Slot::Waiting { mut waiters, .. }) = calls.remove(&found.call) else {
+    let Some(slot) = calls.get_mut(found.outcome.call_id()) else {
+        return;
+    };
+    match slot {
+        Slot::Expected { .. } => *slot = Slot::Arrived(found.outcome),
+        Slot::Waiting { .. } => {
+            let Some(Slot::Waiting { mut waiters, .. }) = calls.remove(found.outcome.call_id())
+            else {
                 unreachable!("matched above")
             };
             let last = waiters.pop();
@@ -372,7 +391,7 @@ fn hand_over(
                 ready.push((last, found.outcome));
             }
         }
-        Some(Slot::Arrived(_)) | None => {}
+        Slot::Arrived(_) => {}
     }
 }
 
