@@ -1,11 +1,13 @@
 //! [`Model`](crate::Model)s that ask a provider over HTTP: OpenAI Chat Completions
-//! (and every compatible server), OpenAI Responses, Anthropic Messages.
+//! (and every compatible server), OpenAI Responses, Anthropic Messages. Each client
+//! exists when its feature is on (the table names them as text, so these docs build
+//! whichever features a workspace turns on).
 //!
 //! | client | feature | endpoint | key |
 //! |---|---|---|---|
-//! | [`OpenAiChatModel`] | `openai-chat` | `{base_url}/chat/completions`, base `https://api.openai.com/v1` | `Authorization: Bearer`, optional off OpenAI |
-//! | [`OpenAiResponsesModel`] | `openai-responses` | `{base_url}/responses`, base `https://api.openai.com/v1` | `Authorization: Bearer` |
-//! | [`AnthropicModel`] | `anthropic` | `{base_url}/v1/messages`, base `https://api.anthropic.com` | `x-api-key`, `anthropic-version` |
+//! | `OpenAiChatModel` | `openai-chat` | `{base_url}/chat/completions`, base `https://api.openai.com/v1` | `Authorization: Bearer`, optional off OpenAI |
+//! | `OpenAiResponsesModel` | `openai-responses` | `{base_url}/responses`, base `https://api.openai.com/v1` | `Authorization: Bearer` |
+//! | `AnthropicModel` | `anthropic` | `{base_url}/v1/messages`, base `https://api.anthropic.com` | `x-api-key`, `anthropic-version` |
 //!
 //! Each client builds the provider's request body from a
 //! [`ModelRequest`](crate::ModelRequest) (the conversation, the tools exported with
