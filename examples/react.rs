@@ -30,7 +30,7 @@ use aaa_loop::{
 use aaa_search::{Document, ENGLISH_STOP_WORDS, KeywordIndex, SearchTool};
 use aaa_tools::{Engine, Tool, ToolHandler, ToolRegistry};
 use futures::StreamExt;
-use serde_json::{Map, json};
+use serde_json::json;
 
 /// The collection: `id<TAB>text`, one document a line (the layout `ir_eval` reads).
 const COLLECTION: &str = include_str!("data/cacm-sample/docs.tsv");
@@ -233,14 +233,9 @@ fn scripted_step(request: &ModelRequest) -> AssistantTurn {
             0 => format!("Thought: I will search the collection for {query:?}."),
             _ => format!("Thought: nothing matched; I will try fewer words: {query:?}."),
         };
-        let mut arguments = Map::new();
-        arguments.insert("query".into(), json!(query));
+        let arguments = ArgumentsOrProblem::from_value(json!({ "query": query }));
         let id = format!("call_{}", request.turn);
-        let call = ProviderCall::new(
-            id,
-            "search_documents",
-            ArgumentsOrProblem::Arguments(arguments),
-        );
+        let call = ProviderCall::new(id, "search_documents", arguments);
         let mut turn = AssistantTurn::tool_calls([call]);
         turn.text = Some(thought);
         return turn;

@@ -34,28 +34,37 @@
 //!
 //! ## What it measured
 //!
-//! Instructions, with the engine of the same commit: a direct call 54 100, a loop
-//! turn 68 100, a ratio of 1.26 (69 300 and 1.28 before the one-call path of
-//! `calls.rs` and the clock read only for a wall-time budget in `driver.rs`). Taking
-//! each part out in turn says where the 14 000 go. Recording the turn as a fact
-//! takes 8 500 of them: without it a turn is 59 600, a ratio of 1.10. Of those, 3 450
-//! are the copy of the turn the fact keeps (a `ProviderCall` is strings and a JSON
-//! map: a copy is an allocation each), 1 500 its publish on the bus (subject,
-//! de-duplication, append), the rest its id, envelope, and freeing it all when the
-//! bus lets it go. The other 5 500 are the copy of the call in the result the model
-//! reads, the copy of its arguments the engine's request takes, the turn-scoped call
-//! id, the scripted model's copy of its turn and boxed future, the conversation and
-//! the step machinery. About 9 500 of the 14 000 are spent in `malloc` and `free`:
-//! what a loop keeps (the conversation, the facts) outlives the turn that allocates
-//! it, so it misses the allocator's per-thread cache. Writing each turn as JSON at
-//! once instead of keeping the copy costs more (+1 400 a turn); the first version,
-//! which wrote the whole event as JSON, had a ratio of 2.1.
+//! Instructions per turn, counted as above, the loop of commit 1cfd9bb and this one
+//! built against the same engine: a direct call 55 000; a loop turn 69 000 before
+//! (1.257), 58 700 now (1.067). Three changes, measured one after the other:
 //!
-//! Wall time (the summary) on a 2-core virtual machine shared with other builds
-//! (load about 3), the two versions' binaries interleaved over four rounds: a direct
-//! call 12 to 19 µs; the per-turn ratio 1.24, 1.28, 1.38, 1.39 against 1.39, 1.41,
-//! 1.59, 1.61 before. Over the 1.10 target either way: the turn's fact alone costs
-//! more than the 10 % (see above).
+//! - the fact that records a turn kept a copy of it (each `ProviderCall` strings and a
+//!   JSON map, an allocation each): the conversation, the fact and the loop's events
+//!   share one turn now (`Message::assistant`), 3 000 a turn;
+//! - the result the model reads copied each call again, the engine's request copied
+//!   the tool's name, and the scripted model copied its turn: a call's parts are
+//!   shared now (`ProviderCall`), 6 300, about half of it the loop's;
+//! - each fact copied the engine's `source`, wrote its subject and `format!`ted its id:
+//!   a loop makes them once now (`facts::Recorder`), 2 700.
+//!
+//! What a turn still adds, about 6 600: its fact on the bus (1 900 to append it,
+//! de-duplicate its id and match it against the bus's subscribers, and 900 to free it
+//! with the log), the copy of the arguments the engine's request takes
+//! (`ToolCall::arguments` is an owned `Value`, and the recorded turn keeps them:
+//! 1 400), the turn-scoped call id (1 000), the scripted model's list of calls and
+//! boxed future (800), the turn's `Arc`, the results' `Vec` and the step machinery.
+//! A direct call pays about 2 900 that the loop does not: its fresh random call id,
+//! the engine's parsing of its facts' subjects (which that longer id lengthens), and
+//! building its arguments where the loop copies them.
+//!
+//! Wall time moves with the load of the machine. On a 2-core virtual machine shared
+//! with other builds (load 3 to 5), the two binaries interleaved: the summary's
+//! per-turn ratio over seven runs 1.17 to 1.39, median 1.24 (before: 1.17 to 1.78,
+//! median 1.35); timed on a current-thread runtime (`--count`, the slope between 25
+//! and 5 turns) 1.12 to 1.14 at load 3 (before: 1.24 to 1.28). Wall time stays above
+//! the instruction ratio: what a loop keeps (the conversation, its facts) misses the
+//! data cache more often than a direct call (1 240 misses a turn against 980 in
+//! valgrind's cache model).
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs each path once and
 //! checks the answers.
@@ -69,7 +78,7 @@ use aaa_loop::{
 };
 use aaa_tools::{Engine, HandlerHandle, ToolHandler, ToolRegistry, tool, tools};
 use criterion::Criterion;
-use serde_json::{Map, json};
+use serde_json::json;
 use tokio::runtime::Runtime;
 
 /// Turns (or calls) of a short run.
@@ -137,11 +146,8 @@ impl Subject {
 fn agent(turns: u32) -> ToolLoop {
     let script: Vec<AssistantTurn> = (0..turns)
         .map(|turn| {
-            let mut arguments = Map::new();
-            arguments.insert("a".into(), json!(turn));
-            arguments.insert("b".into(), json!(1));
-            let id = format!("call_{turn}");
-            let call = ProviderCall::new(id, "add", ArgumentsOrProblem::Arguments(arguments));
+            let arguments = ArgumentsOrProblem::from_value(json!({"a": turn, "b": 1}));
+            let call = ProviderCall::new(format!("call_{turn}"), "add", arguments);
             AssistantTurn::tool_calls([call])
         })
         .collect();

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use aaa_tools::Outcome;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::CodecError;
 use crate::render::pair;
@@ -115,7 +115,7 @@ fn turn(blocks: Vec<Block>, stop: StopReason, usage: Usage) -> Result<AssistantT
                 let arguments = match (json.is_empty(), input) {
                     (false, _) => ArgumentsOrProblem::from_text(&json),
                     (true, Some(input)) => ArgumentsOrProblem::from_value(input),
-                    (true, None) => ArgumentsOrProblem::Arguments(Map::new()),
+                    (true, None) => ArgumentsOrProblem::empty(),
                 };
                 calls.push(ProviderCall::new(id, name, arguments));
             }
@@ -337,10 +337,7 @@ mod tests {
             stream.push(&event).unwrap();
         }
         let turn = stream.finish().unwrap();
-        assert_eq!(
-            turn.calls[0].arguments,
-            ArgumentsOrProblem::Arguments(Map::new())
-        );
+        assert_eq!(turn.calls[0].arguments, ArgumentsOrProblem::empty());
         assert_eq!(
             (
                 turn.usage.input_tokens,
@@ -374,8 +371,8 @@ mod tests {
     #[test]
     fn renders_one_user_message_with_errors_marked() {
         let calls = [
-            ProviderCall::new("toolu_a", "f", ArgumentsOrProblem::Arguments(Map::new())),
-            ProviderCall::new("toolu_b", "g", ArgumentsOrProblem::Arguments(Map::new())),
+            ProviderCall::new("toolu_a", "f", ArgumentsOrProblem::empty()),
+            ProviderCall::new("toolu_b", "g", ArgumentsOrProblem::empty()),
         ];
         let outcomes = [
             completed("toolu_a", "f", json!([1, 2])),

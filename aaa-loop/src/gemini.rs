@@ -28,7 +28,7 @@
 //! else (`MALFORMED_FUNCTION_CALL`, `OTHER`, ...) is [`Other`](StopReason::Other).
 
 use aaa_tools::{CallId, Outcome};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::error::CodecError;
 use crate::ids::POSITIONAL;
@@ -230,7 +230,7 @@ impl Assembler {
         };
         let name = call.req_str("name")?.to_owned();
         let arguments = match call.get("args") {
-            None => ArgumentsOrProblem::Arguments(Map::new()),
+            None => ArgumentsOrProblem::empty(),
             Some(args) => ArgumentsOrProblem::from_value(args.value().clone()),
         };
         let call = match call.str("id")?.filter(|id| !id.is_empty()) {
@@ -285,7 +285,7 @@ pub fn render_outcomes(
         .map(|(call, outcome)| {
             let mut answer = json!({"name": call.name, "response": response(outcome)});
             if let Some(id) = &call.provider_id {
-                answer["id"] = Value::String(id.clone());
+                answer["id"] = Value::String(id.to_string());
             }
             json!({ "functionResponse": answer })
         })
@@ -312,10 +312,7 @@ mod tests {
         let turn = parse(&body, 7).unwrap();
         let ids: Vec<_> = turn.calls.iter().map(|c| c.call_id.as_str()).collect();
         assert_eq!(ids, ["x--g7-0", call_id_for("x--g7-1").as_str(), "x--g7-2"]);
-        assert_eq!(
-            turn.calls[2].arguments,
-            ArgumentsOrProblem::Arguments(Map::new())
-        );
+        assert_eq!(turn.calls[2].arguments, ArgumentsOrProblem::empty());
         assert_eq!(turn, parse(&body, 7).unwrap());
         assert_ne!(
             turn.calls[0].call_id,

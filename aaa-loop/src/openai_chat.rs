@@ -101,7 +101,7 @@ fn call(node: &Node<'_>) -> Result<ProviderCall, CodecError> {
         return Ok(ProviderCall::new(
             id,
             name,
-            ArgumentsOrProblem::Problem(problem),
+            ArgumentsOrProblem::Problem(problem.into()),
         ));
     }
     let function = node.req_object("function")?;

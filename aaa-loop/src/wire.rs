@@ -3,22 +3,25 @@
 //!
 //! The engine's own events travel that way on the embedded bus (see
 //! [`Payload::deferred`]); so do the loop's. Recording a turn then costs the loop a
-//! copy of the turn and an append to the log, not a JSON document per turn (which
-//! doubled the cost of a turn in the `loop_overhead` bench). A bus that sends bytes
-//! (JetStream) writes them at once, and any reader (a replay of the run, another
-//! program) gets exactly the JSON of an [`Event`](aaa_tools::event::Event) with the
-//! same attributes: the tests read it back with `Event::from_bytes`.
+//! reference to the turn (which the conversation shares: see
+//! [`Message::assistant`](crate::Message::assistant)) and an append to the log, not
+//! a JSON document per turn (which doubled the cost of a turn in the `loop_overhead`
+//! bench). A bus that sends bytes (JetStream) writes them at once, and any reader (a
+//! replay of the run, another program) gets exactly the JSON of an
+//! [`Event`](aaa_tools::event::Event) with the same attributes: the tests read it
+//! back with `Event::from_bytes`.
 
 use std::time::SystemTime;
 
-use aaa_tools::bus::{BusError, Encode, Payload};
+use aaa_tools::bus::{Bus, BusError, Encode, Payload};
+use aaa_tools::event::SharedStr;
 use aaa_tools::{RunHandle, RunId, TenantId};
 use serde::Serialize;
 
 /// A fact of `kind` about a run, with data `T`, as it goes on the bus.
 pub(crate) struct Fact<T> {
     id: String,
-    source: String,
+    source: SharedStr,
     kind: &'static str,
     time: SystemTime,
     tenant: TenantId,
@@ -27,11 +30,17 @@ pub(crate) struct Fact<T> {
 }
 
 impl<T: Serialize + Send + Sync + 'static> Fact<T> {
-    /// A fact of `kind` on `run`, under the event id `id`, published now.
-    pub(crate) fn new(run: &RunHandle, kind: &'static str, id: String, data: T) -> Self {
+    /// A fact of `kind` on `run`, under the event id `id`, published now by `source`.
+    pub(crate) fn new(
+        run: &RunHandle,
+        source: SharedStr,
+        kind: &'static str,
+        id: String,
+        data: T,
+    ) -> Self {
         Fact {
             id,
-            source: run.engine().source().to_owned(),
+            source,
             kind,
             time: SystemTime::now(),
             tenant: run.tenant().clone(),
@@ -40,12 +49,11 @@ impl<T: Serialize + Send + Sync + 'static> Fact<T> {
         }
     }
 
-    /// Publishes the fact on the run's subject for its kind, de-duplicated by its id.
-    pub(crate) async fn publish(self, run: &RunHandle) -> Result<(), BusError> {
-        let subject = aaa_tools::event::subject(&self.tenant, &self.run, self.kind);
+    /// Publishes the fact on `subject` (the run's subject for its kind),
+    /// de-duplicated by its id.
+    pub(crate) async fn publish(self, bus: &dyn Bus, subject: &str) -> Result<(), BusError> {
         let id = self.id.clone();
-        let bus = run.engine().bus();
-        bus.publish(&subject, Payload::deferred(self), Some(&id))
+        bus.publish(subject, Payload::deferred(self), Some(&id))
             .await
     }
 }
@@ -114,12 +122,9 @@ mod tests {
     #[test]
     fn a_fact_reads_back_as_the_event_it_is() {
         let run = Engine::embedded().new_run();
-        let fact = Fact::new(
-            &run,
-            "aaa.loop.turn",
-            "loop-turn.x".into(),
-            json!({"turn": 3}),
-        );
+        let source = SharedStr::from(run.engine().source());
+        let kind = "aaa.loop.turn";
+        let fact = Fact::new(&run, source, kind, "loop-turn.x".into(), json!({"turn": 3}));
         let event = Event::from_bytes(&fact.encode()).unwrap();
         assert_eq!(event.id, "loop-turn.x");
         assert_eq!(event.kind, "aaa.loop.turn");

@@ -60,7 +60,7 @@ fn parallel_calls_keep_their_order() {
     let got: Vec<_> = turn
         .calls
         .iter()
-        .map(|c| (c.name.clone(), args(c)))
+        .map(|c| (c.name.to_string(), args(c)))
         .collect();
     assert_eq!(got, parallel_expected());
 }
@@ -192,6 +192,9 @@ fn renders_one_message_with_failures_marked() {
 #[test]
 fn provider_ids_round_trip() {
     for call in fixture("parallel_calls").unwrap().calls {
-        assert_eq!(provider_id_for(&call.call_id), call.provider_id);
+        assert_eq!(
+            provider_id_for(&call.call_id).as_deref(),
+            call.provider_id.as_deref()
+        );
     }
 }

@@ -7,7 +7,7 @@ use aaa_loop::{
 };
 use aaa_tools::{Engine, Outcome, ToolCall, ToolError, ToolHandler, ToolRegistry, tool, tools};
 use common::{body, events};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// Get the weather in a city.
 ///
@@ -47,7 +47,7 @@ async fn run(turn: &AssistantTurn) -> Vec<Outcome> {
         .iter()
         .map(|call| {
             let arguments = match &call.arguments {
-                ArgumentsOrProblem::Arguments(map) => Value::Object(map.clone()),
+                ArgumentsOrProblem::Arguments(map) => Value::Object(Map::clone(map)),
                 other => Value::String(other.problem().unwrap().to_owned()),
             };
             ToolCall::new(call.name.clone(), arguments).with_id(call.call_id.clone())
@@ -89,7 +89,7 @@ async fn failed_outcomes_render_exactly_their_text_for_the_model() {
             .find(|o| *o.call_id() == call.call_id)
             .unwrap();
         assert_eq!(outcome.failure().unwrap().kind.as_str(), "bad_args");
-        assert_eq!(item["call_id"], call.provider_id.clone().unwrap());
+        assert_eq!(item["call_id"], call.provider_id.as_deref().unwrap());
         assert_eq!(item["output"], outcome.for_model());
     }
     assert_eq!(

@@ -55,7 +55,7 @@ fn parallel_calls_keep_their_order_and_positions() {
     let got: Vec<_> = turn
         .calls
         .iter()
-        .map(|c| (c.name.clone(), args(c)))
+        .map(|c| (c.name.to_string(), args(c)))
         .collect();
     assert_eq!(got, parallel_expected());
     let ids: Vec<_> = turn.calls.iter().map(|c| c.call_id.as_str()).collect();
@@ -73,7 +73,10 @@ fn calls_with_ids_keep_them() {
         Some("tools/get_time:1")
     );
     for call in &turn.calls {
-        assert_eq!(provider_id_for(&call.call_id), call.provider_id);
+        assert_eq!(
+            provider_id_for(&call.call_id).as_deref(),
+            call.provider_id.as_deref()
+        );
     }
 }
 

@@ -54,7 +54,7 @@ fn parallel_calls_keep_their_order() {
     let got: Vec<_> = turn
         .calls
         .iter()
-        .map(|c| (c.name.clone(), args(c)))
+        .map(|c| (c.name.to_string(), args(c)))
         .collect();
     assert_eq!(got, parallel_expected());
 }
@@ -203,6 +203,9 @@ fn renders_completed_and_failed_outcomes_in_call_order() {
 #[test]
 fn provider_ids_round_trip() {
     for call in fixture("parallel_calls").unwrap().calls {
-        assert_eq!(provider_id_for(&call.call_id), call.provider_id);
+        assert_eq!(
+            provider_id_for(&call.call_id).as_deref(),
+            call.provider_id.as_deref()
+        );
     }
 }

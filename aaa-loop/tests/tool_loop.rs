@@ -88,11 +88,11 @@ async fn two_turns_end_in_a_final_answer_recorded_before_the_calls() {
 
 /// `Message::Assistant`'s turn, for the assertions above.
 trait IntoAssistant {
-    fn into_assistant(self) -> AssistantTurn;
+    fn into_assistant(self) -> Arc<AssistantTurn>;
 }
 
 impl IntoAssistant for Message {
-    fn into_assistant(self) -> AssistantTurn {
+    fn into_assistant(self) -> Arc<AssistantTurn> {
         match self {
             Message::Assistant(turn) => turn,
             other => panic!("not an assistant turn: {other:?}"),
@@ -156,6 +156,14 @@ async fn parallel_calls_are_answered_in_the_providers_order() {
         panic!("{events:?}")
     };
     assert_eq!(result.end, LoopEnd::Final("waited, pong".into()));
+    // The event shows the turn the conversation holds, not a copy of it.
+    let LoopEvent::Turn { assistant, .. } = &events[0] else {
+        unreachable!("checked above")
+    };
+    let Message::Assistant(held) = &result.messages[2] else {
+        panic!("{:?}", result.messages[2])
+    };
+    assert!(Arc::ptr_eq(assistant, held));
 }
 
 /// A model that adds forever, `calls` calls a turn, `tokens` tokens a turn.

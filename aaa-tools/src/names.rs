@@ -37,6 +37,8 @@ use crate::ids::{CallId, RunId, TenantId};
 
 /// The separator: a character no id may hold.
 const SEP: &str = ".";
+/// [`SEP`] as a character, to split by (a `&str` pattern takes the general substring search).
+const SEP_CHAR: char = '.';
 
 /// What a per-call name names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,7 +245,7 @@ pub(crate) fn in_run(subject: &str, tenant: &TenantId, run: &RunId) -> bool {
 
 /// `name` split at every separator into exactly `N` parts, or `None`.
 fn split<const N: usize>(name: &str) -> Option<[&str; N]> {
-    let mut parts = name.split(SEP);
+    let mut parts = name.split(SEP_CHAR);
     let out: [&str; N] = std::array::from_fn(|_| parts.next().unwrap_or(""));
     (parts.next().is_none() && out.iter().all(|p| !p.is_empty())).then_some(out)
 }

@@ -270,12 +270,12 @@ mod tests {
                 Message::system("Be brief."),
                 Message::user("Add."),
                 Message::system("Use tools."),
-                Message::Assistant(AssistantTurn::tool_calls([call.clone()]).with_text("Adding.")),
+                Message::assistant(AssistantTurn::tool_calls([call.clone()]).with_text("Adding.")),
                 Message::ToolResults(vec![ToolResult::new(
                     call,
                     failed("x", "add", "bad_args", "an array"),
                 )]),
-                Message::Assistant(refused),
+                Message::assistant(refused),
             ],
             vec![],
         )

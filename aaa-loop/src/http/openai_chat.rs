@@ -302,9 +302,9 @@ mod tests {
             vec![
                 Message::system("Be brief."),
                 Message::user("Add."),
-                Message::Assistant(turn),
+                Message::assistant(turn),
                 Message::ToolResults(results),
-                Message::Assistant(AssistantTurn::answer("5")),
+                Message::assistant(AssistantTurn::answer("5")),
             ],
             vec![],
         )

@@ -250,7 +250,7 @@ mod tests {
             vec![
                 Message::system("Be brief."),
                 Message::user("Add."),
-                Message::Assistant(turn),
+                Message::assistant(turn),
                 Message::ToolResults(vec![ToolResult::new(
                     call,
                     completed("call_1", "add", json!(2)),

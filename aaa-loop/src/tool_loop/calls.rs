@@ -6,7 +6,7 @@ use aaa_tools::event::ToolFailed;
 use aaa_tools::{CallId, Outcome, RunHandle, ToolCall};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
@@ -102,7 +102,7 @@ impl TurnCalls<'_> {
                     self.arrived(&ids[at], call, &outcome);
                     outcomes[at] = Some(outcome);
                 }
-                None if self.sequential.contains(&call.name) => one_by_one.push(at),
+                None if self.sequential.contains(call.name.as_str()) => one_by_one.push(at),
                 None => together.push(at),
             }
         }
@@ -185,11 +185,13 @@ impl TurnCalls<'_> {
 
     async fn request_new(&self, id: &CallId, call: &ProviderCall) -> Result<(), LoopError> {
         let arguments = match &call.arguments {
-            ArgumentsOrProblem::Arguments(map) => Value::Object(map.clone()),
+            // A copy: the engine's request owns its arguments (`ToolCall::arguments`
+            // is a `Value`), while the turn, recorded on the run, keeps them too.
+            ArgumentsOrProblem::Arguments(map) => Value::Object(Map::clone(map)),
             // Answered locally (see `answer`); never requested.
-            _ => Value::Object(Default::default()),
+            _ => Value::Object(Map::new()),
         };
-        let request = ToolCall::new(call.name.as_str(), arguments).with_id(id.clone());
+        let request = ToolCall::new(call.name.clone(), arguments).with_id(id.clone());
         self.run.request_call(request).await?;
         self.emit.send(|| LoopEvent::CallRequested {
             turn: self.turn,

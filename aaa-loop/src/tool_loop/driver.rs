@@ -15,12 +15,13 @@
 //! `Run` answers the turn's calls through the engine ([`TurnCalls::answer`]).
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aaa_tools::{RunHandle, Tool};
 use tokio::time::Instant;
 
-use crate::facts::{self, LoopEnded};
+use crate::facts::{LoopEnded, Recorder};
 use crate::model::{Message, Model, ModelRequest};
 use crate::turn::{AssistantTurn, StopReason};
 
@@ -31,7 +32,7 @@ use super::{LoopEnd, LoopError, LoopEvent, LoopResult};
 /// What a [`ToolLoop`](crate::ToolLoop) is made of.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) model: std::sync::Arc<dyn Model>,
+    pub(crate) model: Arc<dyn Model>,
     pub(crate) tools: Vec<Tool>,
     pub(crate) limits: Limits,
     pub(crate) sequential: HashSet<String>,
@@ -51,13 +52,14 @@ enum Step {
 struct Driver<'a> {
     config: &'a Config,
     run: &'a RunHandle,
+    recorder: Recorder<'a>,
     emit: Emit<'a>,
     started: Instant,
     deadline: Option<Instant>,
     /// The conversation, and what the model is asked.
     request: ModelRequest,
     /// Turns recorded before this loop started, not yet walked.
-    recorded: VecDeque<AssistantTurn>,
+    recorded: VecDeque<Arc<AssistantTurn>>,
     resumed_turns: u32,
     known: Known,
     progress: Progress,
@@ -71,13 +73,14 @@ pub(crate) async fn drive(
     emit: Emit<'_>,
 ) -> Result<LoopResult, LoopError> {
     let started = Instant::now();
-    let record = facts::replay(run).await?;
+    let recorder = Recorder::new(run);
+    let record = recorder.replay().await?;
     match &record.input {
         Some(recorded) if *recorded != input => {
             return Err(LoopError::InputMismatch(run.run_id().clone()));
         }
         Some(_) => {}
-        None => facts::publish_input(run, &input).await?,
+        None => recorder.input(&input).await?,
     }
     let resumed_turns = u32::try_from(record.turns.len()).unwrap_or(u32::MAX);
     if resumed_turns > 0 {
@@ -90,6 +93,7 @@ pub(crate) async fn drive(
     let driver = Driver {
         config,
         run,
+        recorder,
         emit,
         started,
         deadline: config
@@ -153,8 +157,8 @@ impl Driver<'_> {
                     // Back to the budget check, which ends the loop.
                     return Ok(Step::Ask);
                 };
-                let turn = turn?;
-                facts::publish_turn(self.run, number, &turn).await?;
+                let turn = Arc::new(turn?);
+                self.recorder.turn(number, &turn).await?;
                 turn
             }
         };
@@ -202,7 +206,7 @@ impl Driver<'_> {
             tool_calls: self.progress.tool_calls,
             usage: self.progress.usage,
         };
-        facts::publish_ended(self.run, ended.clone()).await?;
+        self.recorder.ended(ended.clone()).await?;
         Ok(LoopResult {
             end: ended.end,
             messages: self.request.messages,

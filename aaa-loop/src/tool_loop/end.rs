@@ -1,6 +1,8 @@
 //! How a loop ends ([`LoopEnd`], [`LoopResult`], [`LoopError`]) and what it tells a
 //! UI on the way ([`LoopEvent`]).
 
+use std::sync::Arc;
+
 use aaa_tools::bus::BusError;
 use aaa_tools::{CallId, EngineError, FactError, RunId};
 use serde::{Deserialize, Serialize};
@@ -102,8 +104,8 @@ pub enum LoopEvent {
     Turn {
         /// Its number, from 0.
         turn: u32,
-        /// What it said.
-        assistant: AssistantTurn,
+        /// What it said (the turn the conversation holds).
+        assistant: Arc<AssistantTurn>,
     },
     /// A call was requested from the engine.
     CallRequested {

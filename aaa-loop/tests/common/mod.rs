@@ -40,7 +40,7 @@ pub fn events(provider: &str, name: &str) -> Vec<Vec<u8>> {
 /// The arguments of a call that has usable ones, as a JSON value.
 pub fn args(call: &ProviderCall) -> Value {
     match &call.arguments {
-        ArgumentsOrProblem::Arguments(map) => Value::Object(map.clone()),
+        ArgumentsOrProblem::Arguments(map) => Value::Object(Map::clone(map)),
         other => panic!("call {} has no arguments: {other:?}", call.call_id),
     }
 }
@@ -56,7 +56,10 @@ pub fn problem(call: &ProviderCall) -> &str {
 pub fn summary(calls: &[ProviderCall]) -> Vec<(Option<String>, String, Value)> {
     calls
         .iter()
-        .map(|c| (c.provider_id.clone(), c.name.clone(), args(c)))
+        .map(|c| {
+            let id = c.provider_id.as_ref().map(|id| id.to_string());
+            (id, c.name.to_string(), args(c))
+        })
         .collect()
 }
 
