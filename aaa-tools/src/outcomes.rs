@@ -656,16 +656,17 @@ mod tests {
         assert_eq!(result(&claimed(&outcomes, &run, &call).await.unwrap()), 2);
     }
 
-    /// A listener that says it may have missed something makes every awaited call be
-    /// looked up; one whose facts stop answers its waiters (they see the end).
-    #[tokio::test]
-    async fn a_gap_in_the_listener_is_filled_by_lookups_and_an_end_is_told() {
-        let engine = Engine::embedded();
-        let (run, call) = (new_run_id(), new_call_id());
-        let (heard, stream) = futures::channel::mpsc::unbounded::<Result<Stored, BusError>>();
+    /// Waits of the default tenant on `engine`'s bus whose listener hears only what is
+    /// sent into the returned channel (lookups go to the bus).
+    fn fed_by_hand(
+        engine: &Engine,
+    ) -> (
+        futures::channel::mpsc::UnboundedSender<Result<Stored, BusError>>,
+        TenantOutcomes,
+    ) {
+        let (heard, stream) = futures::channel::mpsc::unbounded();
         let waits = Arc::new(Mutex::new(Waits::default()));
-        let bus = engine.bus().clone();
-        let tenant = TenantId::default();
+        let (bus, tenant) = (engine.bus().clone(), TenantId::default());
         let task = tokio::spawn(listen(
             Box::pin(stream),
             waits.clone(),
@@ -678,6 +679,16 @@ mod tests {
             waits,
             listener: OnceCell::new_with(Some(Listener(task))),
         };
+        (heard, outcomes)
+    }
+
+    /// A listener that says it may have missed something makes every awaited call be
+    /// looked up; one whose facts stop answers its waiters (they see the end).
+    #[tokio::test]
+    async fn a_gap_in_the_listener_is_filled_by_lookups_and_an_end_is_told() {
+        let engine = Engine::embedded();
+        let (run, call) = (new_run_id(), new_call_id());
+        let (heard, outcomes) = fed_by_hand(&engine);
         outcomes.open_run(&run);
         outcomes.expect(&run, &call);
         let Claim::Waiting { receiver, .. } = outcomes.claim(&run, &call) else {
@@ -709,22 +720,7 @@ mod tests {
     async fn a_call_waited_on_for_long_is_looked_up_by_the_sweep() {
         let engine = Engine::embedded();
         let (run, call) = (new_run_id(), new_call_id());
-        let (_heard, stream) = futures::channel::mpsc::unbounded::<Result<Stored, BusError>>();
-        let waits = Arc::new(Mutex::new(Waits::default()));
-        let bus = engine.bus().clone();
-        let tenant = TenantId::default();
-        let task = tokio::spawn(listen(
-            Box::pin(stream),
-            waits.clone(),
-            bus.clone(),
-            tenant.clone(),
-        ));
-        let outcomes = TenantOutcomes {
-            tenant,
-            bus,
-            waits,
-            listener: OnceCell::new_with(Some(Listener(task))),
-        };
+        let (_heard, outcomes) = fed_by_hand(&engine);
         outcomes.open_run(&run);
         outcomes.expect(&run, &call);
         let Claim::Waiting { receiver, .. } = outcomes.claim(&run, &call) else {
