@@ -351,13 +351,22 @@ impl RunHandle {
     /// The call's outcome is expected from here on, so [`outcome`](Self::outcome)
     /// finds it however long after it is asked, while a handle on the run is open,
     /// even once the bus no longer holds the fact (see
-    /// [`Retention`](crate::bus::Retention)).
+    /// [`Retention`](crate::bus::Retention)). A call id of the caller's may name a call
+    /// that already finished (the guard runs it once): its first outcome is looked up
+    /// when waited for, since a repeated request stores nothing new.
     pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
+        let reused = call.call_id.is_some();
+        self.send_request(call, reused).await
+    }
+
+    /// Requests `call`; `reused` when its id is the caller's (and so may name a call
+    /// that finished before: its outcome is then looked up when waited for).
+    async fn send_request(&self, call: ToolCall, reused: bool) -> Result<CallId, EngineError> {
         let outcomes = self.outcomes().await?;
         // Built before the await and apart from it: a call's future (which a caller
         // running many at once allocates one of each) holds only what the publish needs.
         let (call_id, subject, payload) = self.request_event(call);
-        outcomes.expect(&self.inner.run, &call_id);
+        outcomes.expect(&self.inner.run, &call_id, reused);
         // No de-duplication id: the event's id is fresh, so no other publish can repeat
         // it (a retry of this request is a new event), and the guard already takes a
         // call id once however often its request arrives.
@@ -400,6 +409,7 @@ impl RunHandle {
         let mut ids = Vec::with_capacity(calls.len());
         let mut seen = std::collections::HashSet::new();
         for call in calls {
+            let reused = call.call_id.is_some();
             let call = match call.call_id {
                 Some(_) => call,
                 None => call.with_id(new_call_id()),
@@ -408,7 +418,7 @@ impl RunHandle {
             if !seen.insert(id.clone()) {
                 return Err(EngineError::DuplicateCall(id));
             }
-            self.request_call(call).await?;
+            self.send_request(call, reused).await?;
             ids.push(id);
         }
         futures::future::try_join_all(ids.iter().map(|id| self.outcome(id))).await

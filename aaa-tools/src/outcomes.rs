@@ -142,8 +142,11 @@ struct RunWaits {
 /// Where one call's outcome stands. `born` is the sweep count when the call was first
 /// expected or waited for (see [`SWEEP`]).
 enum Slot {
-    /// Requested through this engine; nobody asked for the outcome yet.
-    Expected { born: u64 },
+    /// Requested through this engine; nobody asked for the outcome yet. `reused` when
+    /// the call id was the caller's: it may name a call that finished before this
+    /// engine listened (asked for again), whose repeated request the bus takes as a
+    /// duplicate, so no outcome is heard for it and the claim looks it up.
+    Expected { born: u64, reused: bool },
     /// Arrived before anybody asked: kept until somebody does.
     Arrived(Outcome),
     /// Somebody waits for it.
@@ -154,7 +157,7 @@ impl Slot {
     /// When the call was first expected or waited for, while it still is.
     fn pending_since(&self) -> Option<u64> {
         match self {
-            Slot::Expected { born } | Slot::Waiting { born, .. } => Some(*born),
+            Slot::Expected { born, .. } | Slot::Waiting { born, .. } => Some(*born),
             Slot::Arrived(_) => None,
         }
     }
@@ -212,12 +215,15 @@ impl TenantOutcomes {
     }
 
     /// `call` of `run` is about to be requested through this engine: its outcome is
-    /// kept when it arrives, whenever it is asked for.
-    pub(crate) fn expect(&self, run: &RunId, call: &CallId) {
+    /// kept when it arrives, whenever it is asked for. `reused` when the caller chose
+    /// the id (see [`Slot::Expected`]); a fresh id cannot have an outcome yet.
+    pub(crate) fn expect(&self, run: &RunId, call: &CallId, reused: bool) {
         let mut waits = self.lock();
         let born = waits.sweeps;
         let calls = &mut waits.run(run).calls;
-        calls.entry(call.clone()).or_insert(Slot::Expected { born });
+        calls
+            .entry(call.clone())
+            .or_insert(Slot::Expected { born, reused });
     }
 
     /// Takes the outcome of `call` if it arrived, or leaves a waiter for it.
@@ -242,10 +248,12 @@ impl TenantOutcomes {
                 false
             }
             Some(slot @ Slot::Expected { .. }) => {
-                let born = slot.pending_since().unwrap_or(born);
+                let Slot::Expected { born, reused } = *slot else {
+                    unreachable!("matched above")
+                };
                 let waiters = SmallVec::from_buf([sender]);
                 *slot = Slot::Waiting { waiters, born };
-                false
+                reused
             }
             None => {
                 let waiters = SmallVec::from_buf([sender]);
@@ -589,8 +597,8 @@ mod tests {
         let run = new_run_id();
         let outcomes = listening(&engine, &run).await;
         let (early, late) = (new_call_id(), new_call_id());
-        outcomes.expect(&run, &early);
-        outcomes.expect(&run, &late);
+        outcomes.expect(&run, &early, false);
+        outcomes.expect(&run, &late, false);
         // One outcome arrives before anyone asks, with a repeat after it.
         complete(&engine, &run, &early, 1).await;
         complete(&engine, &run, &early, 2).await;
@@ -640,7 +648,7 @@ mod tests {
         let run = new_run_id();
         let outcomes = listening(&engine, &run).await;
         let (call, other) = (new_call_id(), new_call_id());
-        outcomes.expect(&run, &call);
+        outcomes.expect(&run, &call, false);
         // On `call`'s subject, saying it is `other`'s outcome.
         let data = json!({"call_id": other, "name": "add", "result": 1, "attempt": 1});
         let tenant = TenantId::default();
@@ -690,7 +698,7 @@ mod tests {
         let (run, call) = (new_run_id(), new_call_id());
         let (heard, outcomes) = fed_by_hand(&engine);
         outcomes.open_run(&run);
-        outcomes.expect(&run, &call);
+        outcomes.expect(&run, &call, false);
         let Claim::Waiting { receiver, .. } = outcomes.claim(&run, &call) else {
             panic!("nothing heard");
         };
@@ -722,7 +730,7 @@ mod tests {
         let (run, call) = (new_run_id(), new_call_id());
         let (_heard, outcomes) = fed_by_hand(&engine);
         outcomes.open_run(&run);
-        outcomes.expect(&run, &call);
+        outcomes.expect(&run, &call, false);
         let Claim::Waiting { receiver, .. } = outcomes.claim(&run, &call) else {
             panic!("nothing heard");
         };
@@ -733,13 +741,28 @@ mod tests {
         assert!(started.elapsed() >= SWEEP, "not before a sweep");
     }
 
+    /// A call asked for again under the caller's id after it finished: the repeated
+    /// request stores nothing new, so no listener hears of it; the claim looks it up
+    /// at once rather than leaving it to a sweep.
+    #[tokio::test(start_paused = true)]
+    async fn a_reused_call_id_is_looked_up_when_claimed() {
+        let engine = Engine::embedded();
+        let (run, call) = (new_run_id(), new_call_id());
+        complete(&engine, &run, &call, 4).await;
+        let (_heard, outcomes) = fed_by_hand(&engine);
+        outcomes.open_run(&run);
+        outcomes.expect(&run, &call, true);
+        let found = tokio::time::timeout(SWEEP / 2, claimed(&outcomes, &run, &call)).await;
+        assert_eq!(result(&found.expect("found before a sweep").unwrap()), 4);
+    }
+
     #[tokio::test]
     async fn the_last_handle_on_a_run_drops_its_waits() {
         let engine = Engine::embedded();
         let run = new_run_id();
         let outcomes = listening(&engine, &run).await;
         outcomes.open_run(&run);
-        outcomes.expect(&run, &new_call_id());
+        outcomes.expect(&run, &new_call_id(), false);
         outcomes.close_run(&run);
         assert_eq!(outcomes.lock().runs[&run].calls.len(), 1);
         outcomes.close_run(&run);
