@@ -1,8 +1,10 @@
 //! Shared parts of the integration tests (they live in `tests/`): a real `nats-server`
 //! per test ([`NatsServer`]) and worker processes ([`WorkerProcess`]) for the fault
-//! tests of the JetStream bus and KV store.
+//! tests of the JetStream bus and KV store, and the backends' conformance suite
+//! ([`contract`]).
 
 mod cluster;
+pub mod contract;
 mod raw;
 mod server;
 mod wire;

@@ -16,8 +16,20 @@
 //! late ack from a subscription that lost the message still settles it. Whoever may
 //! have been superseded must not ack (the guard takes care of that).
 //!
+//! Subjects and filters follow NATS's rules (`*` one token, `>` the rest), matched by
+//! one function for every bus: [`subject_matches`].
+//!
 //! Implementations: [`MemoryBus`] (the embedded default, in process) and the JetStream
 //! bus (feature `nats`, when built).
+//!
+//! # Writing a backend
+//!
+//! Read [`MemoryBus`]'s source first: it is the reference implementation, one module
+//! per part of the contract (its log and retention, filters, consumers and
+//! redelivery, replay, de-duplication), each opening with the part it carries. Then
+//! run the workspace's conformance suite against yours: the contract tests of `Bus`
+//! and `GuardStore`, written once (`aaa_tests::contract`) and run unchanged on every
+//! backend.
 //!
 //! What a message holds is a [`Payload`]: bytes ([`Bytes`](bytes::Bytes), crate `bytes`, the buffer
 //! type tokio and async-nats use, so a delivery shares the buffer its log holds and a
@@ -27,17 +39,17 @@
 
 mod memory;
 mod payload;
-mod recent_ids;
-mod retention;
+mod subject;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 
-pub use memory::MemoryBus;
+pub use memory::{MemoryBus, Retention};
 pub use payload::{Encode, Payload};
-pub use retention::Retention;
+pub(crate) use subject::{check_subject, invalid_filter, no_filters};
+pub use subject::{covering_filter, subject_matches};
 
 /// The future of a bus operation: its answer when the bus has it at once (the
 /// embedded bus stores and settles as it is called), else a boxed future; either way
@@ -355,60 +367,6 @@ pub(crate) async fn replay_covering<B: Bus + ?Sized>(
     Ok(Box::pin(futures::StreamExt::filter(stream, wanted)))
 }
 
-/// The error for a filter that `why` says is malformed.
-pub(crate) fn invalid_filter(filter: &str, why: String) -> BusError {
-    BusError::Invalid {
-        what: "filter",
-        detail: format!("{filter:?}: {why}"),
-    }
-}
-
-/// The error for a replay asked for no filter at all.
-pub(crate) fn no_filters() -> BusError {
-    BusError::Invalid {
-        what: "filter",
-        detail: "at least one filter is required".into(),
-    }
-}
-
-/// The narrowest single filter matching every subject any of `filters` matches:
-/// tokens all filters share are kept, a position where they differ becomes `*`; from a
-/// `>` on, or from the last token of the shortest filter when their lengths differ, the
-/// rest becomes `>`. `None` for no filters.
-///
-/// ```
-/// use aaa_tools::bus::covering_filter;
-///
-/// let both = ["aaa.t.r.tool.completed".to_owned(), "aaa.t.r.tool.failed".to_owned()];
-/// assert_eq!(covering_filter(&both).as_deref(), Some("aaa.t.r.tool.*"));
-/// let uneven = ["a.b".to_owned(), "a.b.c".to_owned()];
-/// assert_eq!(covering_filter(&uneven).as_deref(), Some("a.>"));
-/// ```
-pub fn covering_filter(filters: &[String]) -> Option<String> {
-    let split: Vec<Vec<&str>> = filters.iter().map(|f| f.split('.').collect()).collect();
-    let shortest = split.iter().map(Vec::len).min()?;
-    let uneven = split.iter().any(|f| f.len() != shortest);
-    let mut cover: Vec<&str> = Vec::with_capacity(shortest);
-    for i in 0..shortest {
-        if split.iter().any(|f| f[i] == ">") {
-            cover.push(">");
-            return Some(cover.join("."));
-        }
-        let token = split[0][i];
-        cover.push(if split.iter().all(|f| f[i] == token) {
-            token
-        } else {
-            "*"
-        });
-    }
-    if uneven {
-        // From the shortest filter's last token on, anything.
-        cover.pop();
-        cover.push(">");
-    }
-    Some(cover.join("."))
-}
-
 impl<B: Bus + ?Sized> Bus for Arc<B> {
     fn publish<'a>(
         &'a self,
@@ -463,186 +421,8 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     }
 }
 
-/// Checks a subject (`wildcards` false) or a filter (`wildcards` true): dot-separated,
-/// non-empty tokens of printable ASCII; in a filter, `*` stands for one whole token and
-/// `>` for the rest as the last one. Says what is wrong otherwise.
-pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
-    // Every publish checks its subject: a plain subject (printable ASCII, no wildcard
-    // byte, no empty token) passes in one pass; the rest is looked at token by token.
-    if !wildcards && plain_subject(subject.as_bytes()) {
-        return Ok(());
-    }
-    check_tokens(subject, wildcards)
-}
-
-/// [`check_subject`] token by token, saying what is wrong.
-fn check_tokens(subject: &str, wildcards: bool) -> Result<(), String> {
-    let mut tokens = subject.split('.').peekable();
-    while let Some(token) = tokens.next() {
-        if token.is_empty() {
-            return Err("it has an empty token".into());
-        }
-        if let Some(bad) = token.bytes().find(|b| !b.is_ascii_graphic()) {
-            return Err(format!("byte {bad:#04x} is not allowed"));
-        }
-        let wild = token == "*" || (token == ">" && tokens.peek().is_none());
-        if wild && !wildcards {
-            return Err("wildcards are not allowed here".into());
-        }
-        if !wild && (token.contains('*') || token.contains('>')) {
-            return Err(format!("token {token:?} mixes a wildcard with text"));
-        }
-    }
-    Ok(())
-}
-
-/// Whether `subject` is non-empty printable ASCII without `*`, `>`, or an empty token.
-fn plain_subject(subject: &[u8]) -> bool {
-    // Every publish runs this. Two passes without a table, an early exit or state
-    // carried from byte to byte, which the compiler turns into vector code: every byte
-    // allowed, no dot after a dot. A dot may not start or end the subject either.
-    let (Some(&first), Some(&last)) = (subject.first(), subject.last()) else {
-        return false;
-    };
-    let refused = subject.iter().fold(0_u8, |refused, &b| {
-        refused | u8::from((b <= b' ') | (b >= 0x7f) | (b == b'*') | (b == b'>'))
-    });
-    let dot = |b: u8| b == b'.';
-    let double_dot = subject
-        .iter()
-        .zip(&subject[1..])
-        .fold(0_u8, |found, (&a, &b)| found | u8::from(dot(a) & dot(b)));
-    (refused | double_dot) == 0 && !dot(first) && !dot(last)
-}
-
-/// Whether `subject` matches the NATS-style `filter` (`*` one token, `>` the rest).
-///
-/// Every publish and delivery of a bus runs it.
-pub fn subject_matches(filter: &str, subject: &str) -> bool {
-    tokens_match(
-        filter.as_bytes().split(is_dot),
-        subject.as_bytes().split(is_dot),
-    )
-}
-
-/// The separator of a subject's tokens.
-pub(crate) fn is_dot(byte: &u8) -> bool {
-    *byte == b'.'
-}
-
-/// Whether the tokens of a filter match those of a subject, pair by pair: `*` matches
-/// any one token, `>` one or more, anything else itself. The tokens may come in either
-/// order (`split` or `rsplit` by [`is_dot`]), as long as a `>` can only come last.
-///
-/// Tokens are byte slices: splitting bytes by a predicate is a plain scan, where
-/// splitting a `str` by a `char` goes through a general searcher, about twice the
-/// instructions on the embedded bus's publish path.
-pub(crate) fn tokens_match<'a>(
-    mut filter: impl Iterator<Item = &'a [u8]>,
-    mut subject: impl Iterator<Item = &'a [u8]>,
-) -> bool {
-    loop {
-        match (filter.next(), subject.next()) {
-            (Some(b">"), Some(_)) => return true,
-            (Some(wanted), Some(token)) if wanted == b"*" || wanted == token => {}
-            (None, None) => return true,
-            _ => return false,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::subject_matches;
-
-    #[test]
-    fn filters_follow_nats_rules() {
-        assert!(subject_matches(
-            "aaa.*.*.tool.requested",
-            "aaa.t.r.tool.requested"
-        ));
-        assert!(!subject_matches(
-            "aaa.*.*.tool.requested",
-            "aaa.t.r.tool.completed"
-        ));
-        assert!(subject_matches("aaa.t.r.>", "aaa.t.r.tool.completed"));
-        assert!(!subject_matches("aaa.t.r.>", "aaa.t.r"));
-        assert!(!subject_matches("aaa.t.r.>", "aaa.t.r2.tool.completed"));
-        assert!(!subject_matches("a.b", "a.b.c"));
-        assert!(!subject_matches("a.b.c", "a.b"));
-        assert!(subject_matches("*.b.*", "a.b.c"));
-        assert!(subject_matches(">", "a"));
-        assert!(!subject_matches("a.*", "a"));
-        assert!(!subject_matches("a.bc", "a.b"));
-    }
-
-    #[test]
-    fn covering_filters_cover_and_stay_narrow() {
-        use super::covering_filter;
-        let cover = |fs: &[&str]| {
-            let fs: Vec<String> = fs.iter().map(|f| f.to_string()).collect();
-            covering_filter(&fs)
-        };
-        assert_eq!(cover(&[]), None);
-        assert_eq!(cover(&["a.b"]).as_deref(), Some("a.b"));
-        assert_eq!(cover(&["a.b.c", "a.x.c"]).as_deref(), Some("a.*.c"));
-        assert_eq!(cover(&["a.b.c", "a.b"]).as_deref(), Some("a.>"));
-        assert_eq!(cover(&["a.b", "a.b.c"]).as_deref(), Some("a.>"));
-        assert_eq!(cover(&["a.b.>", "a.b.c"]).as_deref(), Some("a.b.>"));
-        assert_eq!(cover(&["a", "b.c"]).as_deref(), Some(">"));
-        // Every subject a filter matches, the cover matches.
-        let filters = ["a.b.c", "a.*.d", "a.b", "x.>"];
-        let subjects = ["a.b.c", "a.q.d", "a.b", "x.y.z"];
-        let all: Vec<String> = filters.iter().map(|f| f.to_string()).collect();
-        let c = covering_filter(&all).unwrap();
-        for s in subjects {
-            assert!(subject_matches(&c, s), "{c} misses {s}");
-        }
-    }
-
-    #[test]
-    fn subjects_are_checked() {
-        use super::check_subject;
-        for good in ["a", "aaa.t.r.tool.requested", "a-b_c.D9"] {
-            assert_eq!(check_subject(good, false), Ok(()), "{good}");
-        }
-        for bad in [
-            "", ".a", "a.", "a..b", "a.*", "a.>", "a b", "a.b*", "é", "a\u{7f}",
-        ] {
-            assert!(check_subject(bad, false).is_err(), "{bad:?}");
-        }
-        assert_eq!(check_subject("a.*.>", true), Ok(()));
-        assert!(check_subject("a.>.b", true).is_err());
-    }
-
-    /// The one-pass check of a plain subject passes exactly what the token-by-token
-    /// check passes, over every string of up to six characters from an alphabet of
-    /// the cases that matter.
-    #[test]
-    fn the_fast_subject_check_agrees_with_the_tokens() {
-        use super::{check_tokens, plain_subject};
-        let alphabet = ['a', '.', '*', '>', ' ', '\u{7f}', 'é', '~'];
-        let (mut strings, mut longest) = (vec![String::new()], vec![String::new()]);
-        for _ in 0..6 {
-            longest = longest
-                .iter()
-                .flat_map(|s| alphabet.iter().map(move |c| format!("{s}{c}")))
-                .collect();
-            strings.extend(longest.iter().cloned());
-        }
-        assert_eq!(
-            strings.len(),
-            (0..=6).map(|n| 8_usize.pow(n)).sum::<usize>()
-        );
-        for subject in &strings {
-            assert_eq!(
-                plain_subject(subject.as_bytes()),
-                check_tokens(subject, false).is_ok(),
-                "{subject:?}"
-            );
-        }
-    }
-
     /// A bus behind an `Arc` (as every engine holds its bus) keeps its own `emit`.
     #[test]
     fn an_arc_forwards_emit_to_the_bus_it_holds() {

@@ -1,21 +1,34 @@
-//! [`RecentIds`]: the publish ids a [`MemoryBus`](super::MemoryBus) remembers, to drop
-//! a publish that repeats one.
+//! De-duplication: a publish whose message id the bus saw within its window is
+//! dropped.
 //!
-//! A long-running bus remembers up to [`Retention::max_messages`](super::Retention)
-//! ids, and forgets the oldest at nearly every publish. By then that id is cold: it
-//! was written tens of thousands of calls ago. So forgetting one must touch as little
-//! memory as it can. The ids' text lies end to end in one ring of bytes (no allocation
-//! per id, nothing to free), and the index is a `hashbrown` [`HashTable`] of `(hash,
-//! ordinal)` pairs: removing an entry finds it by its stored hash and its ordinal,
-//! never reading the text again, and growing the table rehashes from the stored
-//! hashes. The text is read only when a new id's full hash equals a remembered one's,
-//! which is when it really is a repeat.
+//! # The part of the [`Bus`](crate::bus::Bus) contract this carries
+//!
+//! A publish (or send, or emit) with a message id that an earlier stored publish had,
+//! within the bus's de-duplication window, stores nothing and still succeeds: the
+//! publisher cannot tell, and need not (JetStream's `Nats-Msg-Id`). That is what makes
+//! a retried publish safe. A publish without an id is never a duplicate. Here the
+//! window is [`Retention::duplicate_window`](crate::bus::Retention::duplicate_window),
+//! and at most [`Retention::max_messages`](crate::bus::Retention::max_messages) ids are
+//! remembered (the oldest are forgotten first).
+//!
+//! # [`RecentIds`]
+//!
+//! A long-running bus remembers up to `max_messages` ids, and forgets the oldest at
+//! nearly every publish. By then that id is cold: it was written tens of thousands of
+//! calls ago. So forgetting one must touch as little memory as it can. The ids' text
+//! lies end to end in one ring of bytes (no allocation per id, nothing to free), and
+//! the index is a `hashbrown` [`HashTable`] of `(hash, ordinal)` pairs: removing an
+//! entry finds it by its stored hash and its ordinal, never reading the text again,
+//! and growing the table rehashes from the stored hashes. The text is read only when a
+//! new id's full hash equals a remembered one's, which is when it really is a repeat.
 
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
 use hashbrown::HashTable;
 use tokio::time::Instant;
+
+use crate::bus::Retention;
 
 /// One remembered id: when it was published, its hash, and where its text is.
 struct Seen {
@@ -53,6 +66,20 @@ impl RecentIds {
         }
     }
 
+    /// Whether a publish with `msg_id`, at `now`, is to be stored: first forgets the
+    /// ids older than `retention`'s window, then remembers `msg_id` unless it is one
+    /// of those left (a duplicate: `false`). A publish without an id is stored.
+    pub(super) fn admit(
+        &mut self,
+        msg_id: Option<&str>,
+        now: Instant,
+        retention: &Retention,
+    ) -> bool {
+        let window = retention.duplicate_window();
+        self.forget_while(|at, _| now.duration_since(at) >= window);
+        msg_id.is_none_or(|id| self.remember(id, now, retention.max_messages()))
+    }
+
     /// Whether `id` is remembered.
     #[cfg(test)]
     fn contains(&self, id: &str) -> bool {
@@ -71,7 +98,7 @@ impl RecentIds {
     /// Remembers `id`, published at `at`, unless it does already: returns whether it
     /// was new. To make room it first forgets the oldest ids while it holds `limit` or
     /// more.
-    pub(super) fn remember(&mut self, id: &str, at: Instant, limit: usize) -> bool {
+    fn remember(&mut self, id: &str, at: Instant, limit: usize) -> bool {
         let hash = self.hasher.hash_one(id);
         if self.holds(hash, id) {
             return false;
@@ -92,7 +119,7 @@ impl RecentIds {
     }
 
     /// Forgets the oldest ids while `stale(published at, ids remembered)` says so.
-    pub(super) fn forget_while(&mut self, stale: impl Fn(Instant, usize) -> bool) {
+    fn forget_while(&mut self, stale: impl Fn(Instant, usize) -> bool) {
         while let Some(oldest) = self.order.front() {
             if !stale(oldest.at, self.order.len()) {
                 break;
@@ -164,5 +191,57 @@ mod tests {
         ids.forget_while(|_, _| true);
         assert!((0..1_000).all(|i| !ids.contains(&id(i))));
         assert!(ids.text.is_empty() && ids.index.is_empty());
+    }
+
+    /// The bus drops a repeated id within its window (2 minutes by default, like
+    /// JetStream's), and stores it again after.
+    #[tokio::test(start_paused = true)]
+    async fn publishes_dedupe_by_id_within_the_window() {
+        use crate::bus::{Bus, MemoryBus};
+        let bus = MemoryBus::new();
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
+        assert_eq!(bus.len(), 1);
+        tokio::time::sleep(Duration::from_secs(121)).await;
+        bus.publish("q", b"1".to_vec().into(), Some("id-1"))
+            .await
+            .unwrap();
+        assert_eq!(bus.len(), 2);
+        assert!(bus.publish("q.*", Vec::new().into(), None).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn publish_ids_are_remembered_within_the_limits() {
+        use crate::bus::{Bus, MemoryBus, Retention};
+        use futures::StreamExt;
+        let retention = Retention::default()
+            .with_max_messages(2)
+            .with_duplicate_window(Duration::from_secs(5));
+        let bus = MemoryBus::with_retention(retention);
+        let kept_seqs = || bus.shared.lock().log.seqs();
+        let publish_as = async |id: &str| {
+            bus.publish("q", id.as_bytes().to_vec().into(), Some(id))
+                .await
+                .unwrap();
+        };
+        // The second `a` is a duplicate; then `c` makes `a` the third id back,
+        // forgotten: the third `a` is stored, and the second `c` is a duplicate.
+        for id in ["a", "b", "a", "c", "a", "c"] {
+            publish_as(id).await;
+        }
+        let mut replay = bus.replay("q").await.unwrap();
+        let mut bodies = Vec::new();
+        for _ in 0..2 {
+            bodies.push(replay.next().await.unwrap().unwrap().payload.to_vec());
+        }
+        assert_eq!(bodies, [b"c".to_vec(), b"a".to_vec()]);
+        assert_eq!(kept_seqs(), [3, 4]);
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        publish_as("c").await;
+        assert_eq!(kept_seqs().last(), Some(&5), "past the window");
     }
 }

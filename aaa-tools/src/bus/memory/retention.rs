@@ -1,4 +1,5 @@
-//! [`Retention`]: how much the embedded [`MemoryBus`](super::MemoryBus) keeps.
+//! [`Retention`]: how much the embedded [`MemoryBus`](super::MemoryBus) keeps (trimming
+//! itself is in [`log`](super::log)).
 
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use std::time::Duration;
 /// from its oldest end only: a message still held (a long-running call's request, a
 /// replay stream nobody polls) keeps every newer message in the log until it is
 /// released. Whatever was removed is gone for replays too ([`RunHandle::facts`]
-/// starts at the oldest message kept), and a [durable consumer](super::ConsumerSpec)
+/// starts at the oldest message kept), and a [durable consumer](crate::bus::ConsumerSpec)
 /// created after a message was removed never sees it.
 ///
 /// Publish ids are remembered for de-duplication for
