@@ -118,6 +118,7 @@ mod operator;
 mod outcome;
 mod outcomes;
 mod output;
+mod progress;
 mod registry;
 mod schema;
 mod tool;
@@ -138,6 +139,7 @@ pub use args::decode;
 pub use context::{State, ToolContext, ToolContextBuilder};
 pub use error::{ArgProblem, CallError, DefinitionError, ToolArgsError, ToolError};
 pub use output::ToolOutput;
+pub use progress::{Progress, TOOL_PROGRESS, ToolProgress};
 
 // Requesting calls and reading what became of them.
 pub use engine::{Engine, EngineError, FactError, RunHandle, ToolCall, new_call_id, new_run_id};
