@@ -64,11 +64,9 @@ mod nats {
 
     bus_suite!(Nats::start());
 
-    /// Fails today: the JetStream bus's listener also watches the connection for
-    /// reconnects, and that watch never ends, so the stream outlives a drained
-    /// connection (`Bus::listen` says it ends when the bus closes).
+    /// The JetStream bus's listener ends when its connection is drained (its
+    /// reconnect watch with it).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    #[ignore = "NatsBus::listen does not end when its connection closes (its reconnect watch runs on)"]
     async fn listen_ends_when_the_bus_closes() {
         let Some(backend) = Nats::start() else { return };
         contract::bus::listen_ends_when_the_bus_closes(&backend).await;

@@ -487,9 +487,18 @@ impl NatsBus {
                 }
             },
         );
-        let listened = futures::stream::select(messages, reconnects)
-            // The subscriptions end only when the client closes.
-            .take_while(|item| futures::future::ready(!matches!(item, Err(BusError::Closed))));
+        // The subscriptions end only when the client closes (or drains), and the
+        // listener with them: the end of the messages is marked (`None`) so that the
+        // reconnect watch, which would tick on forever, ends there too.
+        let ended = futures::stream::once(futures::future::ready(None));
+        let listened =
+            futures::stream::select(messages.map(Some).chain(ended), reconnects.map(Some))
+                .take_while(|item| {
+                    futures::future::ready(
+                        matches!(item, Some(i) if !matches!(i, Err(BusError::Closed))),
+                    )
+                })
+                .filter_map(futures::future::ready);
         Ok(listened.boxed())
     }
 
