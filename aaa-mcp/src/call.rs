@@ -102,9 +102,12 @@ pub(crate) async fn call_tool(
                 .unwrap_or_default();
             let key = [key, round, &answers].concat();
             let (run, call) = idempotency::keyed_ids(&shared.tenant, &key, name, &arguments);
-            (shared.engine.run_for(shared.tenant.clone(), run), call)
+            (
+                shared.engine.run_for(shared.tenant.clone(), run),
+                Some(call),
+            )
         }
-        None => (shared.run.clone(), aaa_tools::new_call_id()),
+        None => (shared.run.clone(), None),
     };
     let mcp = McpRequest {
         input_responses: request.input_responses.clone(),
@@ -117,9 +120,14 @@ pub(crate) async fn call_tool(
     if mcp != McpRequest::default() {
         meta.insert(REQUEST_META_KEY.to_owned(), json!(mcp));
     }
-    let call = ToolCall::new(name.to_owned(), arguments.clone())
-        .with_id(call_id.clone())
-        .with_meta(meta);
+    let call = ToolCall::new(name.to_owned(), arguments.clone()).with_meta(meta);
+    // A keyed call's id is derived from its key, and may name a call made before; an
+    // unkeyed one is new (and known now, to follow its facts before it is requested).
+    let call = match call_id {
+        Some(id) => call.with_id(id),
+        None => call.with_new_id(),
+    };
+    let call_id = call.call_id.clone().expect("set above");
     let ride = Ride::open(shared, &run, &call_id).await?;
     let _session = shared.share_sessions.then(|| {
         caller::register(

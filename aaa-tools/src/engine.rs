@@ -261,6 +261,9 @@ pub struct ToolCall {
     pub arguments: Value,
     /// Metadata for the tool (`ToolContext::meta`).
     pub meta: Map<String, Value>,
+    /// Whether `call_id` was made by [`with_new_id`](Self::with_new_id): no earlier
+    /// call can have it.
+    fresh: bool,
 }
 
 impl ToolCall {
@@ -271,12 +274,26 @@ impl ToolCall {
             name: name.into(),
             arguments,
             meta: Map::new(),
+            fresh: false,
         }
     }
 
-    /// Uses the provider's call id.
+    /// Uses the provider's call id. It may name a call requested before (a model turn
+    /// replayed after a crash): the guard runs that call once, and waiting for the
+    /// outcome finds the first one.
     pub fn with_id(mut self, call_id: CallId) -> Self {
         self.call_id = Some(call_id);
+        self.fresh = false;
+        self
+    }
+
+    /// Gives the call a fresh id now, to know it before the call is requested (the
+    /// engine gives one when it is requested otherwise). Unlike an id given with
+    /// [`with_id`](Self::with_id), no earlier call can have it, so waiting for its
+    /// outcome never asks the bus whether the call finished before.
+    pub fn with_new_id(mut self) -> Self {
+        self.call_id = Some(new_call_id());
+        self.fresh = true;
         self
     }
 
@@ -355,14 +372,8 @@ impl RunHandle {
     /// that already finished (the guard runs it once): its first outcome is looked up
     /// when waited for, since a repeated request stores nothing new.
     pub async fn request_call(&self, call: ToolCall) -> Result<CallId, EngineError> {
-        let reused = call.call_id.is_some();
-        self.send_request(call, reused).await
-    }
-
-    /// Requests `call`; `reused` when its id is the caller's (and so may name a call
-    /// that finished before: its outcome is then looked up when waited for).
-    async fn send_request(&self, call: ToolCall, reused: bool) -> Result<CallId, EngineError> {
         let outcomes = self.outcomes().await?;
+        let reused = call.call_id.is_some() && !call.fresh;
         // Built before the await and apart from it: a call's future (which a caller
         // running many at once allocates one of each) holds only what the publish needs.
         let (call_id, subject, payload) = self.request_event(call);
@@ -409,16 +420,15 @@ impl RunHandle {
         let mut ids = Vec::with_capacity(calls.len());
         let mut seen = std::collections::HashSet::new();
         for call in calls {
-            let reused = call.call_id.is_some();
             let call = match call.call_id {
                 Some(_) => call,
-                None => call.with_id(new_call_id()),
+                None => call.with_new_id(),
             };
             let id = call.call_id.clone().expect("set above");
             if !seen.insert(id.clone()) {
                 return Err(EngineError::DuplicateCall(id));
             }
-            self.send_request(call, reused).await?;
+            self.request_call(call).await?;
             ids.push(id);
         }
         futures::future::try_join_all(ids.iter().map(|id| self.outcome(id))).await
