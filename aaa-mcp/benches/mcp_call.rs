@@ -222,6 +222,9 @@ async fn http_client(kind: Kind) -> (Client, Held) {
             (url, held)
         }
     };
+    // Where a workspace build turns on aaa-loop's `http` feature, reqwest is built with
+    // rustls and no crypto provider: a client needs one, even for `http://`.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(url);
     let client = ().serve(transport).await.expect("the client connects");
     (client, held)

@@ -58,7 +58,7 @@ struct Wire {
 impl Wire {
     fn new(server: &HttpServer, token: Option<&str>) -> Wire {
         Wire {
-            http: reqwest::Client::new(),
+            http: http_client(),
             url: server.url(),
             token: token.map(str::to_owned),
         }
@@ -166,7 +166,7 @@ async fn off_loopback_a_token_is_required() {
     let http = serve(&test, HttpOptions::bind(anywhere).token("s3cret")).await;
     let port = http.local_addr().port();
     let wire = Wire {
-        http: reqwest::Client::new(),
+        http: http_client(),
         url: format!("http://127.0.0.1:{port}/mcp"),
         token: Some("s3cret".into()),
     };
@@ -407,4 +407,12 @@ async fn a_2026_client_approves_in_an_input_required_round() {
     assert_eq!(done["structuredContent"]["paid"], 300);
     assert_eq!(done["_meta"]["aaa-tools/approval"]["by"], "client");
     assert_eq!(test.runs.payments(), 1);
+}
+
+/// A plain-HTTP client. A workspace build unifies reqwest's features: where aaa-loop's
+/// `http` feature is on, reqwest is built with rustls and no crypto provider, and
+/// building a client (even for `http://`) panics unless one is installed.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
 }
