@@ -99,8 +99,13 @@ pub(crate) fn schema_of_args<A: JsonSchema>(tool: &str) -> Result<Value, Definit
 }
 
 /// Checks that `schema` is an object schema and brings it to the common shape: no
-/// `$schema`/`title` at the root, `properties` present, unknown arguments rejected
-/// unless the schema says otherwise.
+/// `title` at the root, `properties` present, unknown arguments rejected unless the
+/// schema says otherwise.
+///
+/// The rest of JSON Schema 2020-12 is kept as written, `$schema` and root-level
+/// `allOf`/`anyOf`/`oneOf` included: the handler checks arguments against all of it,
+/// and MCP serves it as is. What a provider refuses is refused by that provider's
+/// export ([`crate::export`]), not here.
 pub(crate) fn normalize(tool: &str, schema: Value) -> Result<Value, DefinitionError> {
     let invalid = |reason: &str| DefinitionError::InvalidSchema {
         tool: tool.to_owned(),
@@ -117,12 +122,6 @@ pub(crate) fn normalize(tool: &str, schema: Value) -> Result<Value, DefinitionEr
             ));
         }
     }
-    if root.contains_key("oneOf") || root.contains_key("anyOf") || root.contains_key("allOf") {
-        return Err(invalid(
-            "the root may not be a oneOf/anyOf/allOf; providers reject it",
-        ));
-    }
-    root.remove("$schema");
     root.remove("title");
     if let Some(defs) = root.remove("definitions") {
         root.entry("$defs").or_insert(defs);

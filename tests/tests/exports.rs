@@ -484,3 +484,92 @@ fn an_export_of_a_hundred_tools_reuses_the_schemas() {
         serde_json::json!(["x"])
     );
 }
+
+/// A hand-written JSON Schema 2020-12 with a `$schema` and a root `allOf`: MCP serves
+/// it as written, the handler enforces it, and every provider format leaves the tool
+/// out, naming the root composition (model providers reject one).
+#[tokio::test]
+async fn a_root_composition_is_served_over_mcp_and_refused_for_providers() {
+    let dialect = "https://json-schema.org/draft/2020-12/schema";
+    let schema = serde_json::json!({
+        "$schema": dialect,
+        "type": "object",
+        "properties": {"phone": {"type": "string"}, "email": {"type": "string"}},
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "additionalProperties": false
+    });
+    let contact = aaa_tools::Tool::from_json_fn(
+        "contact",
+        "Contact someone.",
+        schema,
+        |_ctx, _args: Value| async move { Ok::<_, ToolError>("sent") },
+    )
+    .unwrap();
+    let registry = ToolRegistry::new(vec![contact]).unwrap();
+
+    let mcp = registry.export(Format::Mcp).into_result().unwrap();
+    assert_eq!(mcp[0]["inputSchema"]["$schema"], dialect);
+    assert!(mcp[0]["inputSchema"]["allOf"][0]["anyOf"].is_array());
+
+    for format in [
+        Format::OpenAiChat { strict: true },
+        Format::OpenAiChat { strict: false },
+        Format::OpenAiResponses { strict: false },
+        Format::Anthropic,
+        Format::Gemini,
+    ] {
+        let export = registry.export(format);
+        assert!(export.tools.is_empty(), "{format:?}");
+        assert!(
+            export.errors[0].reason.contains("root is an allOf"),
+            "{format:?}: {}",
+            export.errors[0]
+        );
+    }
+
+    let engine = aaa_tools::Engine::embedded();
+    let _worker = aaa_tools::ToolHandler::new(registry)
+        .attach(&engine)
+        .await
+        .unwrap();
+    let run = engine.new_run();
+    let refused = run.call("contact", serde_json::json!({})).await.unwrap();
+    let failure = refused.failure().expect("neither phone nor email");
+    assert_eq!(
+        failure.kind,
+        aaa_tools::event::FailureKind::BadArgs,
+        "{}",
+        failure.message
+    );
+    let sent = run
+        .call("contact", serde_json::json!({"email": "a@b.c"}))
+        .await
+        .unwrap();
+    assert_eq!(sent.result(), Some(&serde_json::json!("sent")));
+}
+
+/// A `$schema` alone is kept for MCP and dropped for the providers.
+#[test]
+fn a_dialect_is_kept_for_mcp_and_dropped_for_providers() {
+    let schema = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"q": {"type": "string"}},
+        "required": ["q"]
+    });
+    let find =
+        aaa_tools::Tool::from_json_fn("find", "Find.", schema, |_ctx, _args: Value| async move {
+            Ok::<_, ToolError>(0)
+        })
+        .unwrap();
+    let registry = ToolRegistry::new(vec![find]).unwrap();
+    let mcp = registry.export(Format::Mcp).into_result().unwrap();
+    assert!(mcp[0]["inputSchema"].get("$schema").is_some());
+    let anthropic = registry.export(Format::Anthropic).into_result().unwrap();
+    assert!(anthropic[0]["input_schema"].get("$schema").is_none());
+    let chat = registry
+        .export(Format::OpenAiChat { strict: false })
+        .into_result()
+        .unwrap();
+    assert!(chat[0]["function"]["parameters"].get("$schema").is_none());
+}

@@ -523,12 +523,10 @@ fn test_custom_header() -> Tool {
     .expect("a valid tool")
 }
 
-/// The suite's JSON Schema 2020-12 fixture, as far as aaa-tools takes such a schema:
-/// `$defs` with an `$anchor`, `if`/`then`/`else` and `additionalProperties` are kept,
-/// but a tool schema never has a root `allOf`/`anyOf`/`oneOf` (the providers refuse
-/// one) nor a `$schema` (the engine states the dialect itself), so the suite's root
-/// `allOf` is left out and `$schema` is dropped. The two checks for them are listed in
-/// `aaa-mcp/conformance/expected-failures.yaml`.
+/// The suite's JSON Schema 2020-12 fixture, served as written: `$schema`, `$defs`
+/// with an `$anchor`, a root `allOf`/`anyOf`, `if`/`then`/`else` and
+/// `additionalProperties` (the provider exports refuse a root composition; MCP serves
+/// JSON Schema in full, and the handler enforces all of it).
 fn json_schema_2020_12_tool() -> Tool {
     Tool::from_json_fn(
         "json_schema_2020_12_tool",
@@ -538,18 +536,25 @@ fn json_schema_2020_12_tool() -> Tool {
             "type": "object",
             "$defs": {
                 "address": {
-                    "$anchor": "address",
+                    "$anchor": "addressDef",
                     "type": "object",
                     "properties": {"street": {"type": "string"}, "city": {"type": "string"}}
                 }
             },
             "properties": {
                 "name": {"type": "string"},
-                "address": {"$ref": "#/$defs/address"}
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"}
             },
-            "if": {"required": ["address"]},
-            "then": {"properties": {"address": {"required": ["street"]}}},
-            "else": {"required": ["name"]},
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {
+                "properties": {"contactMethod": {"const": "phone"}},
+                "required": ["contactMethod"]
+            },
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
             "additionalProperties": false
         }),
         |_ctx, args: Value| async move {

@@ -15,9 +15,14 @@
 //! are dropped. What the export drops is still enforced: the handler checks arguments
 //! against the tool's full schema.
 //!
-//! A tool that a format cannot express (a recursive type for Gemini, a map or arbitrary
-//! JSON for OpenAI strict mode) is reported in [`Export::errors`] with the reason; the
-//! other tools are still exported.
+//! Every provider format (all but `Mcp`) drops a root `$schema` (the providers state
+//! the dialect themselves) and refuses a schema whose root is an `allOf`, `anyOf` or
+//! `oneOf` (OpenAI, Anthropic and Gemini reject one). MCP serves the schema as the tool
+//! declares it, JSON Schema 2020-12 in full.
+//!
+//! A tool that a format cannot express (a root composition for a provider, a recursive
+//! type for Gemini, a map or arbitrary JSON for OpenAI strict mode) is reported in
+//! [`Export::errors`] with the reason; the other tools are still exported.
 //!
 //! Gemini: a tool without parameters has no `parameters` field, as Google's reference
 //! says to leave it unset; every other format exports `{"type": "object",
@@ -39,6 +44,8 @@
 
 mod gemini;
 mod openai;
+
+use std::borrow::Cow;
 
 use serde_json::{Map, Value, json};
 
@@ -128,7 +135,11 @@ pub fn export_tool(tool: &Tool, format: Format) -> Result<Value, ExportError> {
         format: format.name(),
         reason,
     };
-    let parameters = tool.parameters();
+    let parameters = match format {
+        Format::Mcp => Cow::Borrowed(tool.parameters()),
+        _ => for_providers(tool.parameters()).map_err(fail)?,
+    };
+    let parameters = &*parameters;
     Ok(match format {
         Format::OpenAiChat { strict } => {
             let schema = if strict {
@@ -190,6 +201,27 @@ pub fn export_tool(tool: &Tool, format: Format) -> Result<Value, ExportError> {
             Value::Object(entry)
         }
     })
+}
+
+/// The schema as model providers take it: no `$schema`, and no root composition.
+fn for_providers(schema: &Value) -> Result<Cow<'_, Value>, String> {
+    let Some(root) = schema.as_object() else {
+        return Ok(Cow::Borrowed(schema));
+    };
+    if let Some(key) = ["allOf", "anyOf", "oneOf"]
+        .into_iter()
+        .find(|key| root.contains_key(*key))
+    {
+        return Err(format!(
+            "the schema's root is an {key}, which model providers reject (MCP serves it)"
+        ));
+    }
+    if !root.contains_key("$schema") {
+        return Ok(Cow::Borrowed(schema));
+    }
+    let mut root = root.clone();
+    root.remove("$schema");
+    Ok(Cow::Owned(Value::Object(root)))
 }
 
 impl ToolRegistry {
