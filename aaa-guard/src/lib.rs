@@ -18,10 +18,13 @@
 //!   (no bus, no runtime); [`LeaseWatch`]: lease lapse decided on the observer's own
 //!   monotonic clock.
 //! - [`GuardStore`] and [`MemoryStore`]: the record store with compare-and-set that guard
-//!   records, pending approvals and budgets live in; [`FencedLog`]: a store whose
-//!   records share a log with the facts, so an outcome is committed and published in
-//!   one conditional write.
-//! - [`OpFuture`]: the future of a store operation, which is its answer itself when
+//!   records, pending approvals and budgets live in. Every operation names the
+//!   [`RecordKind`] of its record (the guard's call records, or the handler's other
+//!   records): two key spaces, which a store may keep in different places, and never
+//!   tells apart by key. [`OutcomeLog`]: a store whose call records share a log with
+//!   the calls' outcomes, so an outcome is committed and published in one conditional
+//!   write.
+//! - [`StoreFuture`]: the future of a store operation, which is its answer itself when
 //!   the store has it at once (the in-process one always does).
 //! - [`SharedStr`]: the shared text a record's tool name and worker id are held in.
 //!
@@ -44,21 +47,21 @@
 //! ```
 
 mod config;
-mod fence;
 mod lease;
 mod memory_store;
-mod op_future;
+mod outcome_log;
 mod record;
 mod shared_str;
 mod store;
+mod store_future;
 mod written;
 
 pub use config::{ConfigError, Delivery, GuardConfig, GuardOverrides, LostLease};
-pub use fence::{Appended, FencedLog};
 pub use lease::LeaseWatch;
 pub use memory_store::MemoryStore;
-pub use op_future::OpFuture;
+pub use outcome_log::{Committed, OutcomeFact, OutcomeLog};
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
 pub use shared_str::SharedStr;
-pub use store::{GuardStore, check_key};
-pub use written::{Entry, Revision, StoreError, StoreFuture};
+pub use store::{GuardStore, RecordKind, check_key};
+pub use store_future::StoreFuture;
+pub use written::{Entry, Revision, StoreError};

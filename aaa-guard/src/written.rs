@@ -1,13 +1,8 @@
-//! What a [`GuardStore`](crate::GuardStore) hands back: revisions, entries, errors and
-//! the future of every operation (shared by the store and its
-//! [`FencedLog`](crate::FencedLog)).
+//! What a [`GuardStore`](crate::GuardStore) hands back: revisions, entries and errors
+//! (shared by the store and its [`OutcomeLog`](crate::OutcomeLog)).
 
 /// A record's revision: changes on every write.
 pub type Revision = u64;
-
-/// The future of a store operation: its answer when the store has it at once, else a
-/// boxed future (see [`OpFuture`](crate::OpFuture)).
-pub type StoreFuture<'a, T> = crate::OpFuture<'a, Result<T, StoreError>>;
 
 /// A failed store operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -101,9 +101,9 @@ pub(crate) struct EngineInner {
     pub(crate) store: Arc<dyn GuardStore>,
     /// Shared by every event this engine drafts.
     pub(crate) source: Arc<str>,
-    /// The engine's tool executor while one is attached. Typed as `Any` so the engine
-    /// does not depend on the handler that defines it (the handler downcasts).
-    pub(crate) executor: Mutex<Weak<dyn std::any::Any + Send + Sync>>,
+    /// The engine's tool executor while one is attached (weak: the handler's handle
+    /// owns it, and dropping that handle stops it).
+    pub(crate) executor: Mutex<Weak<crate::handler::Executor>>,
     /// One copy of each tool name this engine's callers asked for.
     names: ToolNames,
     /// How this engine's run handles wait for outcomes.
@@ -146,7 +146,7 @@ impl Engine {
                 bus,
                 store,
                 source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
-                executor: Mutex::new(Weak::<()>::new()),
+                executor: Mutex::new(Weak::new()),
                 names: ToolNames::default(),
             }),
         }

@@ -63,7 +63,8 @@
 //!   ([`GuardPolicy`]) and the stalled-worker guard (configured with [`GuardConfig`];
 //!   the state machine lives in `aaa-guard`).
 //! - [`bus`]: the [`Bus`](bus::Bus) trait and the embedded [`MemoryBus`](bus::MemoryBus);
-//!   [`GuardStore`] and [`MemoryStore`]: the record store.
+//!   [`GuardStore`] and [`MemoryStore`]: the record store, which keeps the guard's
+//!   call records and the handler's other records apart ([`RecordKind`]).
 //! - [`Operator`] (`engine.operator()`): listing and resolving `outcome_unknown` calls.
 //! - [`nats`] (feature `nats`): the same engine across machines, on a NATS JetStream
 //!   stream (the bus, and the calls' guard records) and a KV bucket (approvals,
@@ -156,6 +157,7 @@ pub use handler::{
 // The guard's settings and its store.
 pub use aaa_guard::{
     ConfigError, Delivery, GuardConfig, GuardOverrides, GuardStore, LostLease, MemoryStore,
+    RecordKind,
 };
 
 // Operators: calls whose outcome is unknown.

@@ -1,6 +1,6 @@
 //! The operator's side of the guard: calls whose outcome is unknown, and resolving them.
 
-use aaa_guard::{CallRecord, CallState, RecordedOutcome, SharedStr, StoreError};
+use aaa_guard::{CallRecord, CallState, RecordKind, RecordedOutcome, SharedStr, StoreError};
 use serde_json::Value;
 
 use crate::bus::BusError;
@@ -86,7 +86,9 @@ impl Operator {
     /// Every call in `outcome_unknown`, in key order.
     pub async fn outcome_unknown_calls(&self) -> Result<Vec<UnknownCall>, OperatorError> {
         let store = &**self.engine.store();
-        let keys = store.keys(&CallName::GuardKey.prefix()).await?;
+        let keys = store
+            .keys(RecordKind::Call, &CallName::GuardKey.prefix())
+            .await?;
         let mut found = Vec::new();
         for key in keys {
             let Some((record, _)) = read_record(store, &key).await? else {

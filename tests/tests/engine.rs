@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use aaa_tools::RecordKind;
 use aaa_tools::bus::{Bus, MemoryBus};
 use aaa_tools::event::{self, APPROVAL_REQUESTED, ApprovalRefused, ApprovalRequested, Event};
 use aaa_tools::{
@@ -577,7 +578,11 @@ async fn approvals_time_out() {
     assert_eq!(failure(&outcome).0, FailureKind::ApprovalTimeout);
     assert_eq!(seen.paid.load(Ordering::SeqCst), 0);
     // The sweep's mark is gone with the approval: it lists only pending approvals.
-    let marks = engine.store().keys("approval-due.").await.unwrap();
+    let marks = engine
+        .store()
+        .keys(RecordKind::Handler, "approval-due.")
+        .await
+        .unwrap();
     assert!(marks.is_empty(), "{marks:?}");
 }
 
@@ -1131,7 +1136,13 @@ async fn an_early_grant_without_a_fingerprint_approves_nothing() {
     // write, so the test looks at the store until the early record is there.
     let key = format!("approval.{}.{}.{early}", run.tenant(), run.run_id());
     let stored = async {
-        while engine.store().get(&key).await.unwrap().is_none() {
+        while engine
+            .store()
+            .get(RecordKind::Handler, &key)
+            .await
+            .unwrap()
+            .is_none()
+        {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     };

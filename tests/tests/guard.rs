@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aaa_tools::RecordKind;
 use aaa_tools::bus::{Bus, MemoryBus};
 use aaa_tools::event::{self, AttemptFact, Event, StaleResult};
 use aaa_tools::{
@@ -342,7 +343,12 @@ async fn without_the_guard_a_duplicate_runs_twice() {
         "the duplicate ran: nothing detects it"
     );
     assert!(
-        client.store().keys("guard.").await.unwrap().is_empty(),
+        client
+            .store()
+            .keys(RecordKind::Call, "")
+            .await
+            .unwrap()
+            .is_empty(),
         "no records"
     );
 }
@@ -539,15 +545,18 @@ async fn a_stalled_worker_that_resumes_under_cancel_stops_its_tool() {
 /// timeout without writing. Either way the writer cannot tell what happened.
 struct AmbiguousStore {
     inner: MemoryStore,
-    /// Which writes lose their answers: keys starting with this.
-    prefix: &'static str,
+    /// Which writes lose their answers: records of this kind whose keys start with
+    /// this (the prefix picks among the kind's records, e.g. approvals and not their
+    /// timeout marks; the kind is never read from it).
+    lossy: (RecordKind, &'static str),
     lose: AtomicUsize,
     after: bool,
 }
 
 impl AmbiguousStore {
-    fn lost(&self, key: &str) -> bool {
-        key.starts_with(self.prefix)
+    fn lost(&self, kind: RecordKind, key: &str) -> bool {
+        kind == self.lossy.0
+            && key.starts_with(self.lossy.1)
             && self
                 .lose
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -558,10 +567,11 @@ impl AmbiguousStore {
     /// operation is called.
     async fn write<'a>(
         &self,
+        kind: RecordKind,
         key: &str,
         write: impl FnOnce() -> aaa_guard::StoreFuture<'a, aaa_guard::Revision>,
     ) -> Result<aaa_guard::Revision, aaa_guard::StoreError> {
-        if !self.lost(key) {
+        if !self.lost(kind, key) {
             return write().await;
         }
         if self.after {
@@ -574,43 +584,55 @@ impl AmbiguousStore {
 impl aaa_guard::GuardStore for AmbiguousStore {
     fn create<'a>(
         &'a self,
+        kind: RecordKind,
         key: &'a str,
         value: Vec<u8>,
     ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
-        aaa_guard::StoreFuture::new(self.write(key, move || self.inner.create(key, value)))
+        aaa_guard::StoreFuture::new(
+            self.write(kind, key, move || self.inner.create(kind, key, value)),
+        )
     }
     fn update<'a>(
         &'a self,
+        kind: RecordKind,
         key: &'a str,
         value: Vec<u8>,
         expected: aaa_guard::Revision,
     ) -> aaa_guard::StoreFuture<'a, aaa_guard::Revision> {
-        aaa_guard::StoreFuture::new(
-            self.write(key, move || self.inner.update(key, value, expected)),
-        )
+        aaa_guard::StoreFuture::new(self.write(kind, key, move || {
+            self.inner.update(kind, key, value, expected)
+        }))
     }
-    fn get<'a>(&'a self, key: &'a str) -> aaa_guard::StoreFuture<'a, Option<aaa_guard::Entry>> {
-        self.inner.get(key)
+    fn get<'a>(
+        &'a self,
+        kind: RecordKind,
+        key: &'a str,
+    ) -> aaa_guard::StoreFuture<'a, Option<aaa_guard::Entry>> {
+        self.inner.get(kind, key)
     }
-    fn delete<'a>(&'a self, key: &'a str) -> aaa_guard::StoreFuture<'a, ()> {
-        self.inner.delete(key)
+    fn delete<'a>(&'a self, kind: RecordKind, key: &'a str) -> aaa_guard::StoreFuture<'a, ()> {
+        self.inner.delete(kind, key)
     }
-    fn keys<'a>(&'a self, prefix: &'a str) -> aaa_guard::StoreFuture<'a, Vec<String>> {
-        self.inner.keys(prefix)
+    fn keys<'a>(
+        &'a self,
+        kind: RecordKind,
+        prefix: &'a str,
+    ) -> aaa_guard::StoreFuture<'a, Vec<String>> {
+        self.inner.keys(kind, prefix)
     }
 }
 
 /// A worker engine over `system`'s bus whose store loses the answers to the first
-/// `lose` writes of keys under `prefix` (see [`AmbiguousStore`]).
+/// `lose` writes of `lossy` records (see [`AmbiguousStore`]).
 async fn losing_store_answers(
     system: &System,
-    prefix: &'static str,
+    lossy: (RecordKind, &'static str),
     lose: usize,
     after: bool,
 ) -> (Engine, HandlerHandle) {
     let store = AmbiguousStore {
         inner: system.store.clone(),
-        prefix,
+        lossy,
         lose: AtomicUsize::new(lose),
         after,
     };
@@ -626,7 +648,8 @@ async fn losing_store_answers(
 /// first attempt started.
 async fn with_lost_store_answers(after: bool, lose: usize) -> (Outcome, usize, Vec<u32>) {
     let system = System::new();
-    let (engine, _worker) = losing_store_answers(&system, "guard.", lose, after).await;
+    let (engine, _worker) =
+        losing_store_answers(&system, (RecordKind::Call, ""), lose, after).await;
     let run = engine.new_run();
     let outcome = run.call("count", json!({})).await.unwrap();
     settled(&system.bus).await;
@@ -655,7 +678,8 @@ async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
 #[tokio::test(start_paused = true)]
 async fn a_pending_approval_whose_write_answer_was_lost_is_still_asked_for() {
     let system = System::new();
-    let (engine, _worker) = losing_store_answers(&system, "approval.", 1, true).await;
+    let (engine, _worker) =
+        losing_store_answers(&system, (RecordKind::Handler, "approval."), 1, true).await;
     let run = engine.new_run();
     let call_id = run.request("approved_count", json!({})).await.unwrap();
     // The pending record was written but the worker saw a timeout; the request comes

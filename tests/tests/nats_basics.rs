@@ -8,7 +8,7 @@ use std::time::Duration;
 use aaa_tests::NatsServer;
 use aaa_tools::bus::{Bus, BusError, ConsumerSpec};
 use aaa_tools::nats::{NatsOptions, NatsStore};
-use aaa_tools::{FailureKind, GuardStore, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools::{FailureKind, GuardStore, RecordKind, ToolHandler, ToolRegistry, tool, tools};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -154,14 +154,19 @@ async fn the_kv_store_keeps_a_clock() {
         .connect_parts()
         .await
         .unwrap();
-    let rev = store.create("guard.t.r.c1", b"1".to_vec()).await.unwrap();
-    let rev2 = store
-        .update("guard.t.r.c1", b"2".to_vec(), rev)
-        .await
-        .unwrap();
-    let (revision, age) = store.age("guard.t.r.c1").await.unwrap().unwrap();
-    assert_eq!(revision, rev2);
-    assert!(age < Duration::from_secs(60), "{age:?}");
+    for kind in RecordKind::ALL {
+        let rev = store
+            .create(kind, "guard.t.r.c1", b"1".to_vec())
+            .await
+            .unwrap();
+        let rev2 = store
+            .update(kind, "guard.t.r.c1", b"2".to_vec(), rev)
+            .await
+            .unwrap();
+        let (revision, age) = store.age(kind, "guard.t.r.c1").await.unwrap().unwrap();
+        assert_eq!(revision, rev2, "{kind}");
+        assert!(age < Duration::from_secs(60), "{kind}: {age:?}");
+    }
 }
 
 /// Sleeps for `ms` milliseconds and says which worker ran it.

@@ -1,12 +1,16 @@
-//! Call records on the facts stream and the fence they give outcomes, against a real
-//! `nats-server`: where records live, the conditional append (from 2.11; absent
-//! before), and a finished call whose record was left running never running again.
+//! Call records on the facts stream and the outcome log they make of it, against a real
+//! `nats-server`: where records of each kind live, the conditional commit (from 2.11;
+//! absent before), and a finished call whose record was left running never running
+//! again.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aaa_guard::{Appended, Entry, FencedLog, GuardStore, Revision, StoreError, StoreFuture};
+use aaa_guard::{
+    Committed, Entry, GuardStore, OutcomeFact, OutcomeLog, RecordKind, Revision, StoreError,
+    StoreFuture,
+};
 use aaa_tests::NatsServer;
 use aaa_tools::bus::Bus;
 use aaa_tools::event::{self, AttemptFact, Event};
@@ -27,6 +31,9 @@ fn fences(server: &NatsServer) -> bool {
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (2, 11)
 }
 
+const CALL: RecordKind = RecordKind::Call;
+const HANDLER: RecordKind = RecordKind::Handler;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket() {
     let Some(server) = NatsServer::start() else {
@@ -36,13 +43,16 @@ async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket()
         .connect_parts()
         .await
         .unwrap();
-    let rev = store.create("guard.t.r.c1", b"1".to_vec()).await.unwrap();
     let rev = store
-        .update("guard.t.r.c1", b"2".to_vec(), rev)
+        .create(CALL, "guard.t.r.c1", b"1".to_vec())
+        .await
+        .unwrap();
+    let rev = store
+        .update(CALL, "guard.t.r.c1", b"2".to_vec(), rev)
         .await
         .unwrap();
     store
-        .create("approval.t.r.c1", b"a".to_vec())
+        .create(HANDLER, "approval.t.r.c1", b"a".to_vec())
         .await
         .unwrap();
     let facts = bus.jetstream().get_stream("AAA").await.unwrap();
@@ -57,19 +67,64 @@ async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket()
         bucket.get("approval.t.r.c1").await.unwrap().as_deref(),
         Some(&b"a"[..])
     );
-    // Keys are listed from both places, by any prefix.
+    // The place follows the kind, not the key: a handler record named like a call
+    // record goes to the bucket, a call record named like an approval to the stream.
+    store
+        .create(HANDLER, "guard.t.r.c1", b"h".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(
+        bucket.get("guard.t.r.c1").await.unwrap().as_deref(),
+        Some(&b"h"[..])
+    );
+    let on_stream = store
+        .create(CALL, "approval.t.r.c1", b"c".to_vec())
+        .await
+        .unwrap();
+    let last = facts
+        .get_last_raw_message_by_subject("aaa.$g.approval.t.r.c1")
+        .await
+        .unwrap();
+    assert_eq!(
+        (last.payload.to_vec(), last.sequence),
+        (b"c".to_vec(), on_stream)
+    );
+    assert_eq!(
+        store
+            .get(CALL, "guard.t.r.c1")
+            .await
+            .unwrap()
+            .unwrap()
+            .value,
+        b"2"
+    );
+    // Keys are listed from the kind's place, by any prefix; the store's clock key
+    // (written by `age`) is no record of either kind.
+    assert!(
+        store
+            .age(HANDLER, "approval.t.r.c1")
+            .await
+            .unwrap()
+            .is_some()
+    );
     let all = ["approval.t.r.c1", "guard.t.r.c1"].map(str::to_owned);
-    assert_eq!(store.keys("").await.unwrap(), all);
-    assert_eq!(store.keys("g").await.unwrap(), all[1..]);
-    assert_eq!(store.keys("guard.t.").await.unwrap(), all[1..]);
-    assert_eq!(store.keys("a").await.unwrap(), all[..1]);
+    assert_eq!(store.keys(CALL, "").await.unwrap(), all);
+    assert_eq!(store.keys(HANDLER, "").await.unwrap(), all);
+    assert_eq!(store.keys(CALL, "g").await.unwrap(), all[1..]);
+    assert_eq!(store.keys(CALL, "guard.t.").await.unwrap(), all[1..]);
+    assert_eq!(store.keys(HANDLER, "a").await.unwrap(), all[..1]);
+    store.delete(HANDLER, "guard.t.r.c1").await.unwrap();
+    assert_eq!(store.keys(HANDLER, "").await.unwrap(), all[..1]);
+    assert_eq!(store.keys(CALL, "").await.unwrap(), all);
     // No record is ever at revision 0 (which the server reads as "absent").
     assert!(matches!(
-        store.update("guard.t.r.c1", b"3".to_vec(), 0).await,
+        store.update(CALL, "guard.t.r.c1", b"3".to_vec(), 0).await,
         Err(StoreError::Conflict { .. })
     ));
     assert!(matches!(
-        store.update("guard.t.r.nothing", b"3".to_vec(), rev).await,
+        store
+            .update(CALL, "guard.t.r.nothing", b"3".to_vec(), rev)
+            .await,
         Err(StoreError::Conflict { .. })
     ));
     // A record on the stream is no fact of any run: a run's replay never shows it.
@@ -83,7 +138,7 @@ async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_fence_appends_only_while_the_record_is_unchanged() {
+async fn the_outcome_log_commits_only_while_the_record_is_unchanged() {
     let Some(server) = NatsServer::start() else {
         return;
     };
@@ -91,41 +146,50 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
         .connect_parts()
         .await
         .unwrap();
-    let Some(fence) = store.fence() else {
-        // Older servers ignore the header that makes an append conditional: no fence.
+    let Some(fence) = store.outcome_log() else {
+        // Older servers ignore the header that makes a publish conditional: no log.
         assert!(!fences(&server), "{} should fence", server.version());
         return;
     };
     assert!(fences(&server), "{} cannot fence", server.version());
     let subjects = ["aaa.t.r.tool.completed".to_owned()];
-    // Appends `payload` as `id` on the condition that `key` is still at `rev`.
+    // Commits `payload` as `id` on the condition that `key` is still at `rev`.
     let append = async |key: &str, rev, payload: &[u8], id: &str| {
-        fence
-            .append_if_current(key, rev, &subjects[0], payload.to_vec(), id)
-            .await
+        let fact = OutcomeFact {
+            address: &subjects[0],
+            id,
+            bytes: payload.to_vec(),
+        };
+        fence.commit_outcome(key, rev, fact).await
     };
     // An earlier call of the same run, with its outcome in the log before the next
     // call's record is first written.
     let earlier = "guard.t.r.c0";
-    let rev0 = store.create(earlier, b"running".to_vec()).await.unwrap();
+    let rev0 = store
+        .create(CALL, earlier, b"running".to_vec())
+        .await
+        .unwrap();
     assert_eq!(
         append(earlier, rev0, b"zero", "out-0").await.unwrap(),
-        Appended::Stored
+        Committed::Stored
     );
     let key = "guard.t.r.c1";
-    let rev = store.create(key, b"running".to_vec()).await.unwrap();
+    let rev = store.create(CALL, key, b"running".to_vec()).await.unwrap();
 
     assert_eq!(
         append(key, rev, b"first", "out-1").await.unwrap(),
-        Appended::Stored
+        Committed::Stored
     );
     // The same id again is a duplicate, whatever the record says.
     assert_eq!(
         append(key, rev, b"again", "out-1").await.unwrap(),
-        Appended::Duplicate
+        Committed::Duplicate
     );
     // A record that moved on refuses the old revision's append.
-    store.update(key, b"taken".to_vec(), rev).await.unwrap();
+    store
+        .update(CALL, key, b"taken".to_vec(), rev)
+        .await
+        .unwrap();
     let stale = append(key, rev, b"stale", "out-2").await;
     assert!(
         matches!(stale, Err(StoreError::Conflict { .. })),
@@ -136,17 +200,20 @@ async fn the_fence_appends_only_while_the_record_is_unchanged() {
         ("guard.t.r.c1", "aaa.t.r.>"),
         ("guard.t.r.c1", "other.t"),
         ("guard.t r", "aaa.t.r.x"),
-        ("approval.t.r.c1", "aaa.t.r.x"),
+        ("guard.t.r.never", "aaa.t.r.x"),
     ] {
-        let refused = fence
-            .append_if_current(key, rev, subject, b"x".to_vec(), "out-3")
-            .await;
+        let fact = OutcomeFact {
+            address: subject,
+            id: "out-3",
+            bytes: b"x".to_vec(),
+        };
+        let refused = fence.commit_outcome(key, rev, fact).await;
         assert!(refused.is_err(), "{key} {subject}");
     }
 
     // What was appended is found by its id, and only it.
     let found = async |key: &str, subjects: &[String], id: &str| {
-        fence.find(key, subjects, id).await.unwrap()
+        fence.find_outcome(key, subjects, id).await.unwrap()
     };
     let elsewhere = ["aaa.t.r.tool.failed".to_owned()];
     assert_eq!(
@@ -188,51 +255,59 @@ struct HidesFirstFinds {
 }
 
 impl GuardStore for HidesFirstFinds {
-    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
-        self.inner.create(key, value)
+    fn create<'a>(
+        &'a self,
+        kind: RecordKind,
+        key: &'a str,
+        value: Vec<u8>,
+    ) -> StoreFuture<'a, Revision> {
+        self.inner.create(kind, key, value)
     }
     fn update<'a>(
         &'a self,
+        kind: RecordKind,
         key: &'a str,
         value: Vec<u8>,
         expected: Revision,
     ) -> StoreFuture<'a, Revision> {
-        self.inner.update(key, value, expected)
+        self.inner.update(kind, key, value, expected)
     }
-    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
-        self.inner.get(key)
+    fn get<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+        self.inner.get(kind, key)
     }
-    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
-        self.inner.delete(key)
+    fn delete<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, ()> {
+        self.inner.delete(kind, key)
     }
-    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
-        self.inner.keys(prefix)
+    fn keys<'a>(&'a self, kind: RecordKind, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+        self.inner.keys(kind, prefix)
     }
-    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
-        self.inner.age(key)
+    fn age<'a>(
+        &'a self,
+        kind: RecordKind,
+        key: &'a str,
+    ) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+        self.inner.age(kind, key)
     }
-    fn fence(&self) -> Option<&dyn FencedLog> {
-        self.inner.fence().map(|_| self as &dyn FencedLog)
+    fn outcome_log(&self) -> Option<&dyn OutcomeLog> {
+        self.inner.outcome_log().map(|_| self as &dyn OutcomeLog)
     }
 }
 
-impl FencedLog for HidesFirstFinds {
-    fn append_if_current<'a>(
+impl OutcomeLog for HidesFirstFinds {
+    fn commit_outcome<'a>(
         &'a self,
-        key: &'a str,
+        call: &'a str,
         revision: Revision,
-        subject: &'a str,
-        payload: Vec<u8>,
-        msg_id: &'a str,
-    ) -> StoreFuture<'a, Appended> {
-        let fence = self.inner.fence().expect("a fence");
-        fence.append_if_current(key, revision, subject, payload, msg_id)
+        outcome: OutcomeFact<'a>,
+    ) -> StoreFuture<'a, Committed> {
+        let log = self.inner.outcome_log().expect("an outcome log");
+        log.commit_outcome(call, revision, outcome)
     }
-    fn find<'a>(
+    fn find_outcome<'a>(
         &'a self,
-        key: &'a str,
-        subjects: &'a [String],
-        msg_id: &'a str,
+        call: &'a str,
+        addresses: &'a [String],
+        id: &'a str,
     ) -> StoreFuture<'a, Option<Vec<u8>>> {
         self.finds.fetch_add(1, Ordering::SeqCst);
         let hidden = self
@@ -243,9 +318,9 @@ impl FencedLog for HidesFirstFinds {
             return StoreFuture::ready(Ok(None));
         }
         self.inner
-            .fence()
-            .expect("a fence")
-            .find(key, subjects, msg_id)
+            .outcome_log()
+            .expect("an outcome log")
+            .find_outcome(call, addresses, id)
     }
 }
 

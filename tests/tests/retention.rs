@@ -8,8 +8,8 @@ use std::time::Duration;
 use aaa_tools::bus::{MemoryBus, Retention};
 use aaa_tools::event::{ATTEMPT_STARTED, AttemptFact, TOOL_REQUESTED, ToolRequested};
 use aaa_tools::{
-    CallId, Engine, GuardStore, MemoryStore, State, ToolCall, ToolHandler, ToolRegistry, tool,
-    tools,
+    CallId, Engine, GuardStore, MemoryStore, RecordKind, State, ToolCall, ToolHandler,
+    ToolRegistry, tool, tools,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -185,7 +185,7 @@ async fn the_store_forgets_only_the_oldest_settled_calls() {
     }
     let key = |id: &CallId| format!("guard.{}.{}.{id}", run.tenant(), run.run_id());
     let prefix = format!("guard.{}.{}.", run.tenant(), run.run_id());
-    let mut kept = store.keys(&prefix).await.unwrap();
+    let mut kept = store.keys(RecordKind::Call, &prefix).await.unwrap();
     kept.sort();
     let mut expected: Vec<String> = ids[15..].iter().chain([&held]).map(key).collect();
     expected.sort();

@@ -20,6 +20,7 @@ macro_rules! store_suite {
             keys_lists_by_prefix_in_key_order,
             bad_keys_are_refused,
             retire_and_age_take_any_key,
+            the_two_kinds_are_kept_apart,
         );
     };
     ($make:expr; $($case:ident),* $(,)?) => {$(

@@ -37,6 +37,7 @@
 //! value those bytes are written from, written only if somebody reads them (see
 //! [`Payload`]).
 
+mod future;
 mod memory;
 mod payload;
 mod subject;
@@ -46,15 +47,11 @@ use std::time::Duration;
 
 use futures::stream::BoxStream;
 
+pub use future::BusFuture;
 pub use memory::{MemoryBus, Retention};
 pub use payload::{Encode, Payload};
 pub(crate) use subject::{check_subject, invalid_filter, no_filters};
 pub use subject::{covering_filter, subject_matches};
-
-/// The future of a bus operation: its answer when the bus has it at once (the
-/// embedded bus stores and settles as it is called), else a boxed future; either way
-/// the traits stay object safe. See [`OpFuture`](aaa_guard::OpFuture).
-pub type BusFuture<'a, T> = aaa_guard::OpFuture<'a, Result<T, BusError>>;
 
 /// Resolves once a message sent with [`Bus::send`] is stored (or failed to be).
 pub type Confirmation = BusFuture<'static, ()>;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aaa_guard::{SharedStr, StoreError};
+use aaa_guard::{RecordKind, SharedStr, StoreError};
 use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
@@ -65,20 +65,25 @@ pub(super) async fn request_approval(
     // writes cannot leave a pending approval that never times out.
     let due = records::approval_due_key(&call.tenant, &call.run, &call.call_id);
     match store
-        .create(&due, records::encode(&pending.deadline_ms))
+        .create(
+            RecordKind::Handler,
+            &due,
+            records::encode(&pending.deadline_ms),
+        )
         .await
     {
         Ok(_) | Err(StoreError::Exists { .. }) => {}
         Err(error) => return store_failed(&error, "request"),
     }
     loop {
-        let current = match records::read::<ApprovalRecord>(store, &key).await {
+        let current = match records::read::<ApprovalRecord>(store, RecordKind::Handler, &key).await
+        {
             Ok(current) => current,
             Err(error) => return store_failed(&error, "request"),
         };
         let written = match current {
             None => store
-                .create(&key, records::encode(&pending))
+                .create(RecordKind::Handler, &key, records::encode(&pending))
                 .await
                 .map(|_| Decision::AskHuman),
             Some((early, revision))
@@ -91,7 +96,12 @@ pub(super) async fn request_approval(
                 // without a fingerprint, or for other arguments, pre-approves nothing.
                 tracing::warn!(call_id = %call.call_id, "a decision that came before its request names no fingerprint or other arguments; asking a human");
                 store
-                    .update(&key, records::encode(&pending), revision)
+                    .update(
+                        RecordKind::Handler,
+                        &key,
+                        records::encode(&pending),
+                        revision,
+                    )
                     .await
                     .map(|_| Decision::AskHuman)
             }
@@ -101,7 +111,12 @@ pub(super) async fn request_approval(
                     ..pending.clone()
                 };
                 store
-                    .update(&key, records::encode(&granted), revision)
+                    .update(
+                        RecordKind::Handler,
+                        &key,
+                        records::encode(&granted),
+                        revision,
+                    )
                     .await
                     .map(|r| Decision::Run(r, Box::new(granted)))
             }
@@ -112,7 +127,7 @@ pub(super) async fn request_approval(
                     ..pending.clone()
                 };
                 store
-                    .update(&key, records::encode(&done), revision)
+                    .update(RecordKind::Handler, &key, records::encode(&done), revision)
                     .await
                     .map(|_| Decision::Denied(early.reason))
             }
@@ -209,7 +224,7 @@ async fn run_granted(
         match core
             .engine
             .store()
-            .update(key, records::encode(&done), revision)
+            .update(RecordKind::Handler, key, records::encode(&done), revision)
             .await
         {
             // The approval answers a repeated decision from now on: the call's own
@@ -279,7 +294,8 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
     let store = &**core.engine.store();
     let key = approval_key(&call.tenant, &call.run, &decision.call_id);
     loop {
-        let current = match records::read::<ApprovalRecord>(store, &key).await {
+        let current = match records::read::<ApprovalRecord>(store, RecordKind::Handler, &key).await
+        {
             Ok(current) => current,
             Err(error) => return store_failed(&error, "decision"),
         };
@@ -300,7 +316,10 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 reason: decision.reason.clone(),
                 granted_by: granted.then(|| event.id.clone()),
             };
-            match store.create(&key, records::encode(&early)).await {
+            match store
+                .create(RecordKind::Handler, &key, records::encode(&early))
+                .await
+            {
                 Ok(_) => return Disposition::Ack,
                 Err(StoreError::Exists { .. }) => continue,
                 Err(error) => return store_failed(&error, "decision"),
@@ -329,7 +348,10 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 reason: decision.reason.clone(),
                 ..record
             };
-            match store.update(&key, records::encode(&done), revision).await {
+            match store
+                .update(RecordKind::Handler, &key, records::encode(&done), revision)
+                .await
+            {
                 Ok(_) => {}
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(error) => return store_failed(&error, "decision"),
@@ -357,7 +379,12 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
             ..record
         };
         match store
-            .update(&key, records::encode(&granted_record), revision)
+            .update(
+                RecordKind::Handler,
+                &key,
+                records::encode(&granted_record),
+                revision,
+            )
             .await
         {
             Ok(revision) => {
@@ -425,7 +452,9 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             _ = tokio::time::sleep(interval) => {}
             _ = core.stop.cancelled() => return,
         }
-        let Ok(keys): Result<Vec<String>, _> = store.keys(&CallName::ApprovalDueKey.prefix()).await
+        let Ok(keys): Result<Vec<String>, _> = store
+            .keys(RecordKind::Handler, &CallName::ApprovalDueKey.prefix())
+            .await
         else {
             continue;
         };
@@ -435,24 +464,26 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
                 continue;
             };
             let key = approval_key(&tenant, &run, &call_id);
-            let found = match records::read::<ApprovalRecord>(&*store, &key).await {
-                Ok(found) => found,
-                Err(_) => continue,
-            };
+            let found =
+                match records::read::<ApprovalRecord>(&*store, RecordKind::Handler, &key).await {
+                    Ok(found) => found,
+                    Err(_) => continue,
+                };
             let (record, revision) = match found {
                 Some((record, _)) if record.state != ApprovalState::Pending => {
                     // Decided: nothing left to time out.
-                    let _ = store.delete(&due).await;
+                    let _ = store.delete(RecordKind::Handler, &due).await;
                     continue;
                 }
                 Some(found) => found,
                 None => {
                     // The request's worker died between the two writes: forget the mark
                     // once its deadline has passed.
-                    if let Ok(Some((deadline, _))) = records::read::<u64>(&*store, &due).await
+                    if let Ok(Some((deadline, _))) =
+                        records::read::<u64>(&*store, RecordKind::Handler, &due).await
                         && deadline <= now
                     {
-                        let _ = store.delete(&due).await;
+                        let _ = store.delete(RecordKind::Handler, &due).await;
                     }
                     continue;
                 }
@@ -465,13 +496,13 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
                 ..record.clone()
             };
             if store
-                .update(&key, records::encode(&done), revision)
+                .update(RecordKind::Handler, &key, records::encode(&done), revision)
                 .await
                 .is_err()
             {
                 continue;
             }
-            let _ = store.delete(&due).await;
+            let _ = store.delete(RecordKind::Handler, &due).await;
             let call = Call {
                 tenant,
                 run,

@@ -113,8 +113,7 @@ impl Executor {
             .executor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .upgrade()
-            .and_then(|any| any.downcast::<Executor>().ok());
+            .upgrade();
         if let Some(executor) = existing.filter(|e| !e.core.stop.is_cancelled()) {
             let conflict = |setting: &str, in_force: String, asked: String| {
                 Err(HandlerError::Conflict {
@@ -175,10 +174,7 @@ impl Executor {
             .inner
             .executor
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = {
-            let any: Arc<dyn std::any::Any + Send + Sync> = executor.clone();
-            Arc::downgrade(&any)
-        };
+            .unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(&executor);
         Ok(HandlerHandle { executor })
     }
 }

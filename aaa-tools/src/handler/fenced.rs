@@ -1,4 +1,4 @@
-//! Outcomes committed through the store's fence ([`FencedLog`]): the outcome fact is
+//! Outcomes committed through the store's [`OutcomeLog`]: the outcome fact is
 //! published only if the attempt still holds its call, in one write, and the record is
 //! left as it was.
 //!
@@ -6,11 +6,12 @@
 //! outcome lives in the log. So whoever fences that attempt out (a takeover, an
 //! abandon, an outcome declared unknown) looks for its outcome right after its own
 //! compare-and-set, and a delivery that would wait for a live holder looks first; a
-//! found outcome finishes the call, and nothing runs again. See [`aaa_guard::FencedLog`]
+//! found outcome finishes the call, and nothing runs again. See [`aaa_guard::OutcomeLog`]
 //! for why looking after the compare-and-set cannot miss one.
 
 use aaa_guard::{
-    Appended, CallRecord, FencedLog, GuardStore, RecordedOutcome, Revision, SharedStr, StoreError,
+    CallRecord, Committed, GuardStore, OutcomeFact, OutcomeLog, RecordKind, RecordedOutcome,
+    Revision, SharedStr, StoreError,
 };
 use serde_json::value::RawValue;
 
@@ -33,14 +34,14 @@ pub(super) struct Holder<'a> {
 }
 
 /// Commits `recorded`, the result of `holder`'s attempt, by publishing it through
-/// `fence`.
+/// `fence`, the store's outcome log.
 pub(super) async fn commit(
     core: &Core,
     entry: &Entry,
     call: &Call,
     holder: Holder<'_>,
     recorded: &RecordedOutcome,
-    fence: &dyn FencedLog,
+    fence: &dyn OutcomeLog,
 ) -> Disposition {
     let Holder {
         key,
@@ -64,23 +65,24 @@ pub(super) async fn commit(
             .handler
             .result_retry
             .run(|| async {
-                let bytes = event.to_bytes();
-                match fence
-                    .append_if_current(key, revision, &subject, bytes, &id)
-                    .await
-                {
+                let fact = OutcomeFact {
+                    address: &subject,
+                    id: &id,
+                    bytes: event.to_bytes(),
+                };
+                match fence.commit_outcome(key, revision, fact).await {
                     Err(StoreError::Unavailable(why)) => Err(BusError::Unavailable(why)),
                     other => Ok(other),
                 }
             })
             .await;
         match appended {
-            Ok(Ok(Appended::Stored)) => return Disposition::Ack,
+            Ok(Ok(Committed::Stored)) => return Disposition::Ack,
             // The call's outcome is already in the log: this attempt's own (an append
             // that timed out but was stored) while the attempt still holds the call,
             // another's otherwise.
-            Ok(Ok(Appended::Duplicate)) => {
-                return match read::<CallRecord>(store, key).await {
+            Ok(Ok(Committed::Duplicate)) => {
+                return match read::<CallRecord>(store, RecordKind::Call, key).await {
                     Ok(Some((current, _))) if current.is_held_by(attempt) => Disposition::Ack,
                     Ok(Some((current, _))) => {
                         superseded(core, call, attempt, &current, unreported).await
@@ -104,7 +106,7 @@ fn gave_up(key: &str, error: &dyn std::fmt::Display) -> Disposition {
 
 /// The outcome of `call` already in the log, as the guard records outcomes.
 pub(super) async fn logged_outcome(
-    fence: &dyn FencedLog,
+    fence: &dyn OutcomeLog,
     call: &Call,
     key: &str,
 ) -> Result<Option<RecordedOutcome>, StoreError> {
@@ -116,7 +118,10 @@ pub(super) async fn logged_outcome(
     }
     let subjects = [TOOL_COMPLETED, TOOL_FAILED]
         .map(|kind| event_subject(&call.tenant, &call.run, kind, Some(&call.call_id)).to_string());
-    let Some(payload) = fence.find(key, &subjects, &call::outcome_id(call)).await? else {
+    let Some(payload) = fence
+        .find_outcome(key, &subjects, &call::outcome_id(call))
+        .await?
+    else {
         return Ok(None);
     };
     let logged: Logged = serde_json::from_slice(&payload).map_err(|error| {
@@ -140,7 +145,7 @@ pub(super) async fn settled_before(
     record: &CallRecord,
     revision: Revision,
 ) -> Option<Disposition> {
-    let fence = store.fence()?;
+    let fence = store.outcome_log()?;
     match logged_outcome(fence, call, key).await {
         Ok(None) => None,
         Ok(Some(outcome)) => {

@@ -22,7 +22,7 @@
 //!    de-duplication window the same fact is stored a second time), records that it
 //!    did, and acks.
 //!
-//! When the store has a [`FencedLog`](aaa_guard::FencedLog) (NATS from 2.11), steps 4
+//! When the store has an [`OutcomeLog`](aaa_guard::OutcomeLog) (NATS from 2.11), steps 4
 //! and 5 are one write: the outcome is published only if the attempt still holds the
 //! call, and the record is left as it was (see the `fenced` module). Whoever fences
 //! that attempt out later, and any delivery that would wait for it, first looks for its
@@ -40,8 +40,8 @@
 use std::sync::Mutex;
 
 use aaa_guard::{
-    CallRecord, GuardStore, LeaseWatch, OnDelivery, RecordedOutcome, Revision, SharedStr,
-    StoreError,
+    CallRecord, GuardStore, LeaseWatch, OnDelivery, RecordKind, RecordedOutcome, Revision,
+    SharedStr, StoreError,
 };
 use serde_json::Value;
 
@@ -145,7 +145,7 @@ pub(super) async fn run_call(
             .into_inner()
             .unwrap_or_else(|p| p.into_inner())
     });
-    match core.engine.store().fence() {
+    match core.engine.store().outcome_log() {
         Some(fence) if config.fence_results => {
             let holder = fenced::Holder {
                 key: &key,
@@ -177,7 +177,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
         let found = if std::mem::take(&mut assume_new) {
             Ok(None)
         } else {
-            read::<CallRecord>(store, key).await
+            read::<CallRecord>(store, RecordKind::Call, key).await
         };
         let current = match found {
             Ok(current) => current,
@@ -191,7 +191,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
             .is_some_and(|(_, revision)| watch.observe(*revision, core.now()));
         let mut decision = CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed);
         if let (OnDelivery::Wait, Some((record, revision))) = (&decision, &current)
-            && let Ok(Some((aged, age))) = store.age(key).await
+            && let Ok(Some((aged, age))) = store.age(RecordKind::Call, key).await
             && aged == *revision
             && watch.observe_aged(*revision, core.now(), Some(age))
         {
@@ -228,7 +228,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 // and this delivery takes the call over. Looking at every poll would
                 // make each waiting delivery read the log several times a second, which
                 // is what a worker's death sets off for every call it held.
-                if !looked && let Some(fence) = store.fence() {
+                if !looked && let Some(fence) = store.outcome_log() {
                     looked = true;
                     match Box::pin(fenced::logged_outcome(fence, call, key)).await {
                         Ok(Some(_)) => return Claimed::Settled(Disposition::Ack),

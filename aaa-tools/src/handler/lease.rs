@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use aaa_guard::{CallRecord, GuardConfig, GuardStore, LostLease, Revision, StoreError};
+use aaa_guard::{CallRecord, GuardConfig, GuardStore, LostLease, RecordKind, Revision, StoreError};
 
 use super::call::{self, Call, Disposition};
 use super::core::Core;
@@ -35,7 +35,7 @@ pub(crate) async fn read_record(
     store: &dyn GuardStore,
     key: &str,
 ) -> Result<Option<(CallRecord, Revision)>, StoreError> {
-    read::<CallRecord>(store, key).await
+    read::<CallRecord>(store, RecordKind::Call, key).await
 }
 
 /// Writes a call's guard `record`, resolving an ambiguous failure by reading it back.
@@ -47,14 +47,16 @@ pub(crate) async fn write_record(
 ) -> Result<Revision, StoreError> {
     let bytes = record.to_json();
     let result = match expected {
-        Some(revision) => store.update(key, bytes, revision).await,
-        None => store.create(key, bytes).await,
+        Some(revision) => store.update(RecordKind::Call, key, bytes, revision).await,
+        None => store.create(RecordKind::Call, key, bytes).await,
     };
     match result {
-        Err(StoreError::Unavailable(reason)) => match read::<CallRecord>(store, key).await {
-            Ok(Some((found, revision))) if found == *record => Ok(revision),
-            _ => Err(StoreError::Unavailable(reason)),
-        },
+        Err(StoreError::Unavailable(reason)) => {
+            match read::<CallRecord>(store, RecordKind::Call, key).await {
+                Ok(Some((found, revision))) if found == *record => Ok(revision),
+                _ => Err(StoreError::Unavailable(reason)),
+            }
+        }
         other => other,
     }
 }
@@ -70,7 +72,7 @@ pub(super) async fn commit_base(
     if let Some(known) = known {
         return Ok(known);
     }
-    match read::<CallRecord>(store, key).await {
+    match read::<CallRecord>(store, RecordKind::Call, key).await {
         Ok(Some(found)) => Ok(found),
         Ok(None) => Err(Disposition::Nak),
         Err(error) => {
@@ -122,7 +124,7 @@ impl Lease<'_> {
                 true
             }
             Err(StoreError::Conflict { .. }) => {
-                match read::<CallRecord>(self.store, self.key).await {
+                match read::<CallRecord>(self.store, RecordKind::Call, self.key).await {
                     Ok(Some((found, revision)))
                         if found.is_held_by(self.attempt) && found.holder == self.worker =>
                     {

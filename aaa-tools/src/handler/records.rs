@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aaa_guard::{GuardStore, Revision, SharedStr, StoreError};
+use aaa_guard::{GuardStore, RecordKind, Revision, SharedStr, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -73,10 +73,12 @@ pub(crate) async fn decidable(
     call: &CallId,
 ) -> Result<bool, StoreError> {
     let key = approval_key(tenant, run, call);
-    Ok(match read::<ApprovalRecord>(store, &key).await? {
-        None => true,
-        Some((record, _)) => record.state == ApprovalState::Pending,
-    })
+    Ok(
+        match read::<ApprovalRecord>(store, RecordKind::Handler, &key).await? {
+            None => true,
+            Some((record, _)) => record.state == ApprovalState::Pending,
+        },
+    )
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -92,9 +94,10 @@ pub(crate) fn deadline_ms(timeout: Duration) -> u64 {
 /// Reads a JSON record with its revision.
 pub(crate) async fn read<T: DeserializeOwned>(
     store: &dyn GuardStore,
+    kind: RecordKind,
     key: &str,
 ) -> Result<Option<(T, Revision)>, StoreError> {
-    match store.get(key).await? {
+    match store.get(kind, key).await? {
         None => Ok(None),
         Some(entry) => {
             let value = serde_json::from_slice(&entry.value)
@@ -133,7 +136,7 @@ pub(crate) async fn consume_budget(
     }
     let key = crate::names::budget_key(tenant, run);
     loop {
-        let current: Option<(Budget, Revision)> = read(store, &key).await?;
+        let current: Option<(Budget, Revision)> = read(store, RecordKind::Handler, &key).await?;
         let (mut budget, revision) = match current {
             Some((b, r)) => (b, Some(r)),
             None => (Budget::default(), None),
@@ -156,8 +159,16 @@ pub(crate) async fn consume_budget(
         budget.total += 1;
         budget.per_tool.insert(tool.to_owned(), used + 1);
         let written = match revision {
-            Some(r) => store.update(&key, encode(&budget), r).await,
-            None => store.create(&key, encode(&budget)).await,
+            Some(r) => {
+                store
+                    .update(RecordKind::Handler, &key, encode(&budget), r)
+                    .await
+            }
+            None => {
+                store
+                    .create(RecordKind::Handler, &key, encode(&budget))
+                    .await
+            }
         };
         match written {
             Ok(_) => return Ok(None),

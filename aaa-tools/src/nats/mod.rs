@@ -65,17 +65,23 @@
 //!   way.)
 //! - **Publishing** waits for the server's ack and sets `Nats-Msg-Id`: a second publish
 //!   of the same id within the `duplicate_window` is dropped.
-//! - **Call records** (the guard's `guard.<tenant>.<run>.<call>`) live on the same
-//!   stream under `aaa.$g.guard.<tenant>.<run>.<call>`: every write is a publish with
-//!   `Nats-Expected-Last-Subject-Sequence` (compare-and-set on the subject's last
-//!   sequence, which is the revision), a read is the subject's last message. `$g` is no
-//!   tenant and the subjects have six tokens, so no run's filter and no consumer ever
-//!   matches one. Every write stays until `max_age` (a call writes its record when it
-//!   starts, every heartbeat while it runs, and when it ends, if it is not finished
-//!   through the fence below).
-//! - **One KV bucket** (default `aaa_guard`, history 1) holds pending approvals and run
-//!   budgets (and one clock key per store), so any worker can continue any call. Every
-//!   transition is one compare-and-set on the key's revision.
+//! - **Call records** (records of [`RecordKind::Call`](aaa_guard::RecordKind::Call), the
+//!   guard's `guard.<tenant>.<run>.<call>`) live on the same stream under
+//!   `aaa.$g.<key>`: every write is a publish with `Nats-Expected-Last-Subject-Sequence`
+//!   (compare-and-set on the subject's last sequence, which is the revision), a read is
+//!   the subject's last message. `$g` is no tenant, so no run's filter matches one, and
+//!   the handler's keys make subjects of six tokens, which no consumer of requests or
+//!   approvals matches. Every write stays until `max_age` (a call writes its record
+//!   when it starts, every heartbeat while it runs, and when it ends, if it is not
+//!   finished through the outcome log below).
+//! - **One KV bucket** (default `aaa_guard`, history 1) holds the records of
+//!   [`RecordKind::Handler`](aaa_guard::RecordKind::Handler): pending approvals and run
+//!   budgets (and one clock key per store, `clock=<id>`, which no listing shows), so any
+//!   worker can continue any call. Every transition is one compare-and-set on the key's
+//!   revision.
+//!
+//! The store learns where a record goes from its kind alone, never from its key: the
+//! same key of both kinds names two records, one in each place.
 //!
 //! # Outcomes committed in one write (nats-server 2.11 and later)
 //!
@@ -83,7 +89,7 @@
 //! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record: the server stores
 //! it only if the attempt still holds the call, so the fact *is* the commit (one write
 //! where the KV store needed a compare-and-set and then a publish; see
-//! [`FencedLog`](aaa_guard::FencedLog) and [`NatsStore`]'s `fence`). The record keeps
+//! [`OutcomeLog`](aaa_guard::OutcomeLog) and [`NatsStore`]'s `outcome_log`). The record keeps
 //! showing the attempt running; whoever fences that attempt out later (a takeover, an
 //! abandon, `outcome_unknown`) looks for its outcome right after its own
 //! compare-and-set, and a delivery that would wait for a live holder looks once before

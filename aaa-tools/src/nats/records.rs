@@ -1,18 +1,20 @@
-//! Call records on the facts stream, and the fence they give outcomes.
+//! Call records on the facts stream, and the outcome log they make of it.
 //!
-//! A call's guard record (`guard.<tenant>.<run>.<call>`) is kept on the facts stream
-//! under `aaa.$g.guard.<tenant>.<run>.<call>` rather than in the KV bucket, with the
+//! A record of [`RecordKind::Call`](aaa_guard::RecordKind::Call) with key `<key>` is
+//! kept on the facts stream under `aaa.$g.<key>` rather than in the KV bucket, with the
 //! same compare-and-set: every write is a publish with
 //! `Nats-Expected-Last-Subject-Sequence` (0 for "absent"), the revision is the stream
 //! sequence of the last write, a read is the subject's last message. `$g` is no tenant
-//! (ids are `[A-Za-z0-9_-]`) and the subjects have six tokens, so no run's filter and
-//! no consumer of requests or approvals ever matches a record.
+//! (ids are `[A-Za-z0-9_-]`), so no run's filter ever matches a record; the handler's
+//! call keys (`guard.<tenant>.<run>.<call>`) make subjects of six tokens, which no
+//! consumer of requests or approvals (five) matches.
 //!
 //! Living in the same stream as the outcome facts is what makes the one-write commit
 //! possible on nats-server 2.11 and later: an outcome is published with
 //! `Nats-Expected-Last-Subject-Sequence-Subject` naming its record's subject, so the
 //! server stores it only if the attempt still holds the call (see
-//! [`FencedLog`]). Older servers ignore that header, so there the store offers no
+//! [`OutcomeLog`]): the outcome's address is the subject it is published on, its id
+//! the `Nats-Msg-Id`. Older servers ignore that header, so there the store offers no
 //! fence and the guard commits on the record before publishing, as on every other
 //! store. The records stay on the stream either way, so workers on servers of
 //! different versions never read different places.
@@ -23,30 +25,18 @@
 
 use std::ops::ControlFlow;
 
-use aaa_guard::{Appended, Entry, FencedLog, Revision, StoreError, StoreFuture};
+use aaa_guard::{Committed, Entry, OutcomeFact, OutcomeLog, Revision, StoreError, StoreFuture};
 use async_nats::HeaderMap;
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::stream::{self, LastRawMessageErrorKind};
 use async_nats::jetstream::{self};
 use futures::StreamExt;
 
-/// The key prefix of the records kept on the facts stream.
-const KEY_PREFIX: &str = "guard.";
-/// Where they are kept.
+/// Where call records are kept: the subject of record `<key>` is this and `<key>`.
 pub(super) const SUBJECT_PREFIX: &str = "aaa.$g.";
 
 /// The server's header naming the subject an expected last sequence applies to.
 const EXPECTED_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
-
-/// Whether `key` is kept on the facts stream.
-pub(super) fn on_stream(key: &str) -> bool {
-    key.starts_with(KEY_PREFIX)
-}
-
-/// Whether some key starting with `prefix` may be kept on the facts stream.
-pub(super) fn reaches_stream(prefix: &str) -> bool {
-    on_stream(prefix) || KEY_PREFIX.starts_with(prefix)
-}
 
 fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
@@ -197,9 +187,6 @@ impl StreamRecords {
 
     /// The stream sequence of the oldest write of the record `key` still kept, if any.
     async fn first_write(&self, key: &str) -> Result<Option<u64>, StoreError> {
-        if !on_stream(key) {
-            return Ok(None);
-        }
         match self
             .stream
             .get_first_raw_message_by_subject(Self::subject(key), 1)
@@ -238,36 +225,29 @@ impl StreamRecords {
     }
 }
 
-impl FencedLog for StreamRecords {
-    fn append_if_current<'a>(
+impl OutcomeLog for StreamRecords {
+    fn commit_outcome<'a>(
         &'a self,
         key: &'a str,
         revision: Revision,
-        subject: &'a str,
-        payload: Vec<u8>,
-        msg_id: &'a str,
-    ) -> StoreFuture<'a, Appended> {
+        outcome: OutcomeFact<'a>,
+    ) -> StoreFuture<'a, Committed> {
         StoreFuture::new(async move {
+            let OutcomeFact { address, id, bytes } = outcome;
             aaa_guard::check_key(key)?;
-            super::check_subject(subject, false).map_err(|why| {
-                StoreError::Unavailable(format!("cannot publish at {subject:?}: {why}"))
+            super::check_subject(address, false).map_err(|why| {
+                StoreError::Unavailable(format!("cannot publish at {address:?}: {why}"))
             })?;
-            if !on_stream(key) || revision == 0 {
+            if revision == 0 {
                 return Err(conflict(key, revision));
             }
             let record = Self::subject(key);
             match self
-                .publish_if(
-                    subject.to_owned(),
-                    payload,
-                    revision,
-                    Some(&record),
-                    Some(msg_id),
-                )
+                .publish_if(address.to_owned(), bytes, revision, Some(&record), Some(id))
                 .await
             {
-                Ok((_, false)) => Ok(Appended::Stored),
-                Ok((_, true)) => Ok(Appended::Duplicate),
+                Ok((_, false)) => Ok(Committed::Stored),
+                Ok((_, true)) => Ok(Committed::Duplicate),
                 Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
                     Err(conflict(key, revision))
                 }
@@ -276,7 +256,7 @@ impl FencedLog for StreamRecords {
         })
     }
 
-    fn find<'a>(
+    fn find_outcome<'a>(
         &'a self,
         key: &'a str,
         subjects: &'a [String],

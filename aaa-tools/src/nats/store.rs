@@ -4,7 +4,9 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use aaa_guard::{Entry, FencedLog, GuardStore, Revision, StoreError, StoreFuture, check_key};
+use aaa_guard::{
+    Entry, GuardStore, OutcomeLog, RecordKind, Revision, StoreError, StoreFuture, check_key,
+};
 use async_nats::jetstream::consumer::{DeliverPolicy, ReplayPolicy, push};
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
 use async_nats::jetstream::stream::{self, DiscardPolicy};
@@ -15,14 +17,17 @@ use super::records::{self, StreamRecords};
 use super::{NatsError, NatsOptions};
 
 /// The JetStream [`GuardStore`]: one key per record, compare-and-set on the key's
-/// revision (the stream sequence of its last write). Call records (`guard.…`) live on
-/// the facts stream, next to the outcomes they fence (on nats-server 2.11 and later an
-/// outcome is committed and published in one write: [`fence`](GuardStore::fence));
-/// pending approvals and budgets live in the KV bucket. Cheap to clone.
+/// revision (the stream sequence of its last write). Where a record lives follows its
+/// [`RecordKind`], never its key: [`Call`](RecordKind::Call) records live on the facts
+/// stream, next to the outcomes they fence (on nats-server 2.11 and later an outcome is
+/// committed and published in one write: [`outcome_log`](GuardStore::outcome_log));
+/// [`Handler`](RecordKind::Handler) records (pending approvals, budgets) live in the KV
+/// bucket. Cheap to clone.
 ///
 /// Keeps a clock: every revision carries the server's time, so
 /// [`age`](GuardStore::age) tells how long ago a record was written by the server's
-/// clock (it writes a small key of its own, `clock.<id>`, to read the server's "now").
+/// clock (it writes a small key of its own to the bucket, `clock=<id>`, to read the
+/// server's "now"; `=` is in no record's key, so no listing shows it).
 #[derive(Clone)]
 pub struct NatsStore {
     client: async_nats::Client,
@@ -70,7 +75,7 @@ impl NatsStore {
             ..Default::default()
         };
         super::check_stream(&what, &stream.cached_info().config, &wanted, false)?;
-        let clock_key = format!("clock.{}", uuid::Uuid::new_v4().simple());
+        let clock_key = format!("clock={}", uuid::Uuid::new_v4().simple());
         let facts = js
             .get_or_create_stream(super::bus::facts_stream(&options))
             .await
@@ -102,9 +107,24 @@ impl NatsStore {
         Ok(entry.created.unix_timestamp_nanos())
     }
 
-    async fn live_entry(&self, key: &str) -> Result<Option<kv::Entry>, StoreError> {
+    /// The record `key` of `kind` and when the server stored it (Unix nanoseconds).
+    async fn written(
+        &self,
+        kind: RecordKind,
+        key: &str,
+    ) -> Result<Option<(Entry, i128)>, StoreError> {
+        if kind == RecordKind::Call {
+            return self.records.get(key).await;
+        }
         let entry = self.kv.entry(key).await.map_err(unavailable)?;
-        Ok(entry.filter(|e| e.operation == Operation::Put))
+        Ok(entry.filter(|e| e.operation == Operation::Put).map(|e| {
+            let written = e.created.unix_timestamp_nanos();
+            let entry = Entry {
+                value: e.value.to_vec(),
+                revision: e.revision,
+            };
+            (entry, written)
+        }))
     }
 }
 
@@ -153,120 +173,113 @@ async fn create_bucket(
 }
 
 impl GuardStore for NatsStore {
-    fn create<'a>(&'a self, key: &'a str, value: Vec<u8>) -> StoreFuture<'a, Revision> {
+    fn create<'a>(
+        &'a self,
+        kind: RecordKind,
+        key: &'a str,
+        value: Vec<u8>,
+    ) -> StoreFuture<'a, Revision> {
         StoreFuture::new(async move {
             check_key(key)?;
-            if records::on_stream(key) {
-                return self.records.create(key, value).await;
+            match kind {
+                RecordKind::Call => self.records.create(key, value).await,
+                RecordKind::Handler => {
+                    self.kv
+                        .create(key, value.into())
+                        .await
+                        .map_err(|error| match error.kind() {
+                            CreateErrorKind::AlreadyExists => StoreError::Exists {
+                                key: key.to_owned(),
+                            },
+                            CreateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
+                            _ => unavailable(error),
+                        })
+                }
             }
-            self.kv
-                .create(key, value.into())
-                .await
-                .map_err(|error| match error.kind() {
-                    CreateErrorKind::AlreadyExists => StoreError::Exists {
-                        key: key.to_owned(),
-                    },
-                    CreateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
-                    _ => unavailable(error),
-                })
         })
     }
 
     fn update<'a>(
         &'a self,
+        kind: RecordKind,
         key: &'a str,
         value: Vec<u8>,
         expected: Revision,
     ) -> StoreFuture<'a, Revision> {
         StoreFuture::new(async move {
             check_key(key)?;
-            if records::on_stream(key) {
-                return self.records.update(key, value, expected).await;
+            match kind {
+                RecordKind::Call => self.records.update(key, value, expected).await,
+                RecordKind::Handler => {
+                    self.kv
+                        .update(key, value.into(), expected)
+                        .await
+                        .map_err(|error| match error.kind() {
+                            UpdateErrorKind::WrongLastRevision => StoreError::Conflict {
+                                key: key.to_owned(),
+                                expected,
+                                found: None,
+                            },
+                            UpdateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
+                            _ => unavailable(error),
+                        })
+                }
             }
-            self.kv
-                .update(key, value.into(), expected)
-                .await
-                .map_err(|error| match error.kind() {
-                    UpdateErrorKind::WrongLastRevision => StoreError::Conflict {
-                        key: key.to_owned(),
-                        expected,
-                        found: None,
-                    },
-                    UpdateErrorKind::InvalidKey => StoreError::InvalidKey(key.to_owned()),
-                    _ => unavailable(error),
-                })
         })
     }
 
-    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
+    fn get<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
         StoreFuture::new(async move {
             check_key(key)?;
-            if records::on_stream(key) {
-                return Ok(self.records.get(key).await?.map(|(entry, _)| entry));
-            }
-            Ok(self.live_entry(key).await?.map(|e| Entry {
-                value: e.value.to_vec(),
-                revision: e.revision,
-            }))
+            Ok(self.written(kind, key).await?.map(|(entry, _)| entry))
         })
     }
 
-    fn delete<'a>(&'a self, key: &'a str) -> StoreFuture<'a, ()> {
+    fn delete<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, ()> {
         StoreFuture::new(async move {
             check_key(key)?;
-            if records::on_stream(key) {
-                return self.records.delete(key).await;
+            match kind {
+                RecordKind::Call => self.records.delete(key).await,
+                RecordKind::Handler => self.kv.delete(key).await.map_err(unavailable),
             }
-            self.kv.delete(key).await.map_err(unavailable)
         })
     }
 
-    fn keys<'a>(&'a self, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
+    fn keys<'a>(&'a self, kind: RecordKind, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         StoreFuture::new(async move {
-            // A key is on the stream or in the bucket by its first token: a prefix
-            // reaches either place or both.
-            let mut keys = Vec::new();
-            if records::reaches_stream(prefix) {
-                let stream = self.records.stream();
-                keys = last_written(&self.client, stream, records::SUBJECT_PREFIX, prefix).await?;
-            }
-            if !records::on_stream(prefix) {
-                keys.extend(last_written(&self.client, &self.stream, &self.prefix, prefix).await?);
-            }
+            let (stream, subjects) = match kind {
+                RecordKind::Call => (self.records.stream(), records::SUBJECT_PREFIX),
+                RecordKind::Handler => (&self.stream, self.prefix.as_str()),
+            };
+            let mut keys = last_written(&self.client, stream, subjects, prefix).await?;
             keys.sort();
             Ok(keys)
         })
     }
 
-    fn age<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<(Revision, Duration)>> {
+    fn age<'a>(
+        &'a self,
+        kind: RecordKind,
+        key: &'a str,
+    ) -> StoreFuture<'a, Option<(Revision, Duration)>> {
         StoreFuture::new(async move {
             check_key(key)?;
-            let written = if records::on_stream(key) {
-                self.records
-                    .get(key)
-                    .await?
-                    .map(|(entry, time)| (entry.revision, time))
-            } else {
-                self.live_entry(key)
-                    .await?
-                    .map(|e| (e.revision, e.created.unix_timestamp_nanos()))
-            };
-            let Some((revision, written)) = written else {
+            let Some((entry, written)) = self.written(kind, key).await? else {
                 return Ok(None);
             };
             let now = self.server_now().await?;
             let nanos = now.saturating_sub(written).max(0);
             let age = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
-            Ok(Some((revision, age)))
+            Ok(Some((entry.revision, age)))
         })
     }
 
     /// From nats-server 2.11: an outcome is published only if its call's record is
     /// unchanged, in one write (see [the module docs](super)).
-    fn fence(&self) -> Option<&dyn FencedLog> {
+    fn outcome_log(&self) -> Option<&dyn OutcomeLog> {
         self.records
             .fences()
-            .then_some(&self.records as &dyn FencedLog)
+            .then_some(&self.records as &dyn OutcomeLog)
     }
 }
 
@@ -321,9 +334,11 @@ async fn keys_of(
             h.get("KV-Operation")
                 .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
         });
+        // A key that is no record's key is the store's own (its clock).
         if let Some(key) = message.subject.strip_prefix(subjects)
             && !deleted
             && key.starts_with(prefix)
+            && check_key(key).is_ok()
         {
             keys.push(key.to_owned());
         }
