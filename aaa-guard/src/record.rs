@@ -53,6 +53,13 @@ pub struct CallRecord {
     pub delivery: Delivery,
     /// The attempt cap the call was started under.
     pub max_attempts: u32,
+    /// Which claim wrote the current attempt: a number the claiming delivery draws
+    /// ([`with_claim`](Self::with_claim)), unique to it. Two deliveries of one call on
+    /// one worker (a server redelivers during a failover) would otherwise write the same
+    /// record, and one that lost the answer to its claim and read the record back would
+    /// take the other's claim for its own and run the call a second time.
+    #[serde(default)]
+    pub claim: u64,
     /// The committed outcome: the event type and its data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<RecordedOutcome>,
@@ -184,6 +191,8 @@ impl CallRecord {
         out.extend_from_slice(self.delivery.as_str().as_bytes());
         out.extend_from_slice(b"\",\"max_attempts\":");
         write_value(&mut out, &self.max_attempts);
+        out.extend_from_slice(b",\"claim\":");
+        write_value(&mut out, &self.claim);
         if let Some(outcome) = &self.outcome {
             out.extend_from_slice(b",\"outcome\":{\"kind\":");
             write_value(&mut out, &outcome.kind);
@@ -216,7 +225,16 @@ impl CallRecord {
             max_attempts: max_attempts.max(1),
             outcome: None,
             published: false,
+            claim: 0,
         }
+    }
+
+    /// The record marked as written by the claim numbered `claim` (see
+    /// [`claim`](Self::claim)): attempt 1 from [`start`](Self::start), or the next one
+    /// from [`taken_over`](Self::taken_over), before it is written.
+    pub fn with_claim(mut self, claim: u64) -> Self {
+        self.claim = claim;
+        self
     }
 
     /// What to do with a delivery, given whether the current holder's lease lapsed

@@ -549,14 +549,21 @@ struct AmbiguousStore {
     /// this (the prefix picks among the kind's records, e.g. approvals and not their
     /// timeout marks; the kind is never read from it).
     lossy: (RecordKind, &'static str),
+    /// Writes of `lossy` records answered before the losing starts.
+    skip: AtomicUsize,
     lose: AtomicUsize,
     after: bool,
 }
 
 impl AmbiguousStore {
     fn lost(&self, kind: RecordKind, key: &str) -> bool {
+        let countdown = |n: &AtomicUsize| {
+            n.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
         kind == self.lossy.0
             && key.starts_with(self.lossy.1)
+            && !countdown(&self.skip)
             && self
                 .lose
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -633,6 +640,7 @@ async fn losing_store_answers(
     let store = AmbiguousStore {
         inner: system.store.clone(),
         lossy,
+        skip: AtomicUsize::new(0),
         lose: AtomicUsize::new(lose),
         after,
     };
@@ -672,6 +680,44 @@ async fn a_store_write_whose_answer_is_lost_is_resolved_by_reading_it_back() {
         let case = format!("after {after}, lose {lose}");
         assert_eq!(outcome.result(), Some(&json!(1)), "{case}: {outcome:?}");
         assert_eq!((runs, attempts), (1, vec![1]), "{case}");
+    }
+}
+
+/// Two deliveries of one `at_most_once` call on one worker at once (its request sent
+/// twice, as a server may redeliver during a failover): the second loses the answer to
+/// its claim and reads the record back. It finds the first delivery's claim, which it
+/// would have written alike but for the claim's number, and must not take it for its
+/// own: the call runs once.
+#[tokio::test(start_paused = true)]
+async fn a_claim_read_back_is_told_from_another_deliverys_claim() {
+    for after in [false, true] {
+        let system = System::new();
+        let store = AmbiguousStore {
+            inner: system.store.clone(),
+            lossy: (RecordKind::Call, ""),
+            skip: AtomicUsize::new(1),
+            lose: AtomicUsize::new(1),
+            after,
+        };
+        let engine = Engine::new(aaa_tests::bus_under_test(system.bus.clone()), store);
+        let _worker = handler(&system.probe, &system.ledger, GuardConfig::default())
+            .attach(&engine)
+            .await
+            .unwrap();
+        let run = engine.new_run();
+        let id = aaa_tools::CallId::new("charge-1").unwrap();
+        for _ in 0..2 {
+            let call = aaa_tools::ToolCall::new("charge", json!({"cents": 5}));
+            run.request_call(call.with_id(id.clone())).await.unwrap();
+        }
+        system.probe.entered.notified().await;
+        // Virtual time: the second delivery comes back and waits on the live lease.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            system.probe.runs.load(Ordering::SeqCst),
+            1,
+            "after {after}: an at-most-once call ran twice"
+        );
     }
 }
 

@@ -49,7 +49,7 @@ use super::attempt::{self, Executed};
 use super::call::{self, Call, Disposition, Outcome};
 use super::core::{Core, Entry};
 use super::fenced;
-use super::lease::{Lease, commit_base, guard_key, superseded, write_record};
+use super::lease::{Lease, commit_base, guard_key, new_claim, superseded, write_record};
 use super::records::read;
 use crate::bus::Message;
 use crate::event::{ATTEMPT_STARTED, AttemptFact, FailureKind, TAKEN_OVER};
@@ -204,7 +204,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                     &core.worker,
                     config.delivery,
                     config.max_attempts,
-                );
+                )
+                .with_claim(new_claim());
                 match write_record(store, key, &record, None).await {
                     Ok(revision) => {
                         return Claimed::Run {
@@ -251,7 +252,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 let Some((old, revision)) = current else {
                     continue;
                 };
-                let record = old.taken_over(&core.worker);
+                let record = old.taken_over(&core.worker).with_claim(new_claim());
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         if let Some(settled) =

@@ -38,7 +38,19 @@ pub(crate) async fn read_record(
     read::<CallRecord>(store, RecordKind::Call, key).await
 }
 
-/// Writes a call's guard `record`, resolving an ambiguous failure by reading it back.
+/// A number for a claim of a call ([`CallRecord::claim`]): no other claim of this
+/// process draws it, nor (but by a one in 2^64 chance) one of another process.
+pub(super) fn new_claim() -> u64 {
+    static NEXT: std::sync::LazyLock<std::sync::atomic::AtomicU64> =
+        std::sync::LazyLock::new(|| {
+            std::sync::atomic::AtomicU64::new(uuid::Uuid::new_v4().as_u64_pair().0)
+        });
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Writes a call's guard `record`, resolving an ambiguous failure by reading it back:
+/// the write happened when the store holds this very record, which a claim's number
+/// ([`CallRecord::claim`]) tells from a claim another delivery wrote.
 pub(crate) async fn write_record(
     store: &dyn GuardStore,
     key: &str,
