@@ -29,6 +29,7 @@ mod approval;
 mod attempt;
 mod bounds;
 mod call;
+mod cancels;
 mod core;
 mod executor;
 mod fenced;
