@@ -257,15 +257,22 @@ impl Cancels {
 }
 
 /// The reason of a cancel of `key` stored on the bus, `Some(None)` for one without a
-/// reason; `None` when there is none (or the bus could not say: the call goes on, as
-/// it would had the cancel come after it finished).
+/// reason; `None` when there is none, or when the bus could not say within a
+/// heartbeat (the call goes on, as it would had the cancel come after it finished).
+/// Bounded: nothing tells the bus the call's message is being worked on while the
+/// lookup waits, and a server failing over answers late or never.
 async fn stored_cancel(core: &Core, (tenant, run, call): &Key) -> Option<Option<String>> {
     let subject = names::cancel_subject(tenant, run, call);
-    match core.engine.bus().first(&subject).await {
-        Ok(Some(stored)) => Some(reason_of(&stored)),
-        Ok(None) => None,
-        Err(error) => {
+    let looked = tokio::time::timeout(core.heartbeat(), core.engine.bus().first(&subject)).await;
+    match looked {
+        Ok(Ok(Some(stored))) => Some(reason_of(&stored)),
+        Ok(Ok(None)) => None,
+        Ok(Err(error)) => {
             tracing::warn!(%error, %call, "could not look for a cancel of the call; it goes on");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%call, "the bus did not say in time whether the call was cancelled; it goes on");
             None
         }
     }
