@@ -331,8 +331,9 @@ pub trait Bus: Send + Sync + 'static {
     /// when the bus closes.
     ///
     /// A bus may listen to part of its subjects only: the JetStream bus listens to
-    /// outcome facts (`aaa.<tenant>.<run>.tool.<how>.<call>`), which its stream
-    /// republishes once they are stored; another filter is [`BusError::Invalid`].
+    /// the facts of one call (`aaa.<tenant>.<run>.tool.<how>.<call>`: outcomes and
+    /// cancels), which its stream republishes once they are stored; another filter is
+    /// [`BusError::Invalid`].
     fn listen<'a>(
         &'a self,
         filters: &'a [String],
