@@ -16,13 +16,15 @@
 //! 5. until the outcome arrives: progress facts become `notifications/progress` (when
 //!    the client sent a progress token; only growing values, only from the latest
 //!    attempt), an approval request is put to the client's user or left to an
-//!    operator ([`approval`]), and a cancelled request stops waiting;
+//!    operator ([`approval`]), and a cancelled request cancels the call ([`cancel`]);
 //! 6. the outcome becomes the result ([`reply`]).
 //!
-//! Cancellation: a `notifications/cancelled` for the request (or a dropped HTTP
-//! request) ends the request and nothing more. The engine has no signal that stops a
-//! running call yet, so the call goes on under its timeout, and its outcome stays on
-//! its run: sent again with the same idempotency key, the request gets it.
+//! Cancellation ([`cancel`]): a `notifications/cancelled` for the request (or, on
+//! protocol `2026-07-28` over HTTP, a closed response stream) cancels the engine call,
+//! whose outcome becomes a `cancelled` failure on its run, and no response is sent. A
+//! request that stops for any other reason (its session ended, the server stopped)
+//! leaves the call running, and its outcome stays on its run: sent again with the
+//! same idempotency key, the request gets it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,6 +43,7 @@ use serde_json::{Map, Value, json};
 
 use crate::approval::{self, APPROVAL_INPUT, Approvals};
 use crate::caller::{self, McpRequest, REQUEST_META_KEY};
+use crate::cancel::{self, Session};
 use crate::follow::{Fact, Follower, OUTCOME_SEEN, Watch};
 use crate::idempotency;
 use crate::reply::{self, Shaped};
@@ -56,6 +59,7 @@ pub const APPROVAL_META_KEY: &str = "aaa-tools/approval";
 /// Serves one `tools/call`.
 pub(crate) async fn call_tool(
     shared: &Shared,
+    session: &Session,
     request: CallToolRequestParams,
     cx: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
@@ -85,7 +89,7 @@ pub(crate) async fn call_tool(
                     call,
                     fingerprint,
                 };
-                return resume_approval(shared, &request, &cx, &arguments, pending).await;
+                return resume_approval(shared, session, &request, &cx, &arguments, pending).await;
             }
             Sealed::Tool { state } => tool_state = state,
         }
@@ -153,9 +157,12 @@ pub(crate) async fn call_tool(
             return finish(shared, &run, &call_id, name, &arguments, waited);
         }
     }
+    // Registered before the request: a cancel that follows it finds the call.
+    let _registered = session.in_flight.register(&cx, &run, &call_id);
     run.request_call(call).await.map_err(engine_error)?;
     let waited = Wait {
         shared,
+        session,
         run: &run,
         call: &call_id,
         cx: &cx,
@@ -170,6 +177,7 @@ pub(crate) async fn call_tool(
 /// answer is signalled into the run, then the call is waited for as usual.
 async fn resume_approval(
     shared: &Shared,
+    session: &Session,
     request: &CallToolRequestParams,
     cx: &RequestContext<RoleServer>,
     arguments: &Value,
@@ -195,6 +203,7 @@ async fn resume_approval(
     };
     let client = client_name(cx);
     let ride = Ride::open(shared, &run, &pending.call).await?;
+    let _registered = session.in_flight.register(cx, &run, &pending.call);
     approval::decide(&run, &pending.call, &pending.fingerprint, approve, &client)
         .await
         .map_err(engine_error)?;
@@ -202,6 +211,7 @@ async fn resume_approval(
     tokio::pin!(outcome);
     let waited = Wait {
         shared,
+        session,
         run: &run,
         call: &pending.call,
         cx,
@@ -327,6 +337,7 @@ enum Waited {
 /// Waiting for one call's outcome while its facts come in.
 struct Wait<'a> {
     shared: &'a Shared,
+    session: &'a Session,
     run: &'a RunHandle,
     call: &'a CallId,
     cx: &'a RequestContext<RoleServer>,
@@ -432,8 +443,15 @@ impl Wait<'_> {
                     }
                 }
                 () = self.cx.ct.cancelled() => {
+                    // rmcp stopped the request: no response goes out. A
+                    // `notifications/cancelled` cancels the call through the handler
+                    // (`cancel::InFlight`); a closed stream does here, where the
+                    // protocol says it is a cancel.
+                    if cancel::disconnect_is_cancel(self.cx, self.session.stopping.as_ref()) {
+                        cancel::cancel(self.run, self.call, "the MCP client closed the request's stream").await;
+                    }
                     return Err(ErrorData::invalid_request(
-                        format!("the request was cancelled; call {} goes on in run {}", self.call, self.run.run_id()),
+                        format!("the request was stopped (call {} of run {})", self.call, self.run.run_id()),
                         None,
                     ));
                 }

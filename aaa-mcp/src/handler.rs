@@ -5,12 +5,13 @@
 #![allow(deprecated)] // resources/subscribe is legacy-only, and still served.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, Tool, ToolsCapability, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
+    CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams,
+    GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolsCapability,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -55,7 +56,7 @@ impl<X: ServerHandler + Clone> ServerHandler for McpServer<X> {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        crate::call::call_tool(&self.shared, request, cx).await
+        crate::call::call_tool(&self.shared, &self.session, request, cx).await
     }
 
     async fn complete(
@@ -154,6 +155,15 @@ impl<X: ServerHandler + Clone> ServerHandler for McpServer<X> {
             "tools/list" => Err(malformed::<PaginatedRequestParams>(&request)),
             _ => self.extras.on_custom_request(request, cx).await,
         }
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        cx: NotificationContext<RoleServer>,
+    ) {
+        self.session.in_flight.cancelled(&notification).await;
+        self.extras.on_cancelled(notification, cx).await
     }
 
     async fn on_progress(

@@ -174,8 +174,11 @@ impl HttpServer {
             None if loopback => config,
             None => config.disable_allowed_hosts(),
         };
+        // Each session (each stateless request) gets a clone of its own, which knows
+        // when the server stops: a stream closed by a stop is no client's cancel.
+        let stopping = stop.clone();
         let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
+            move || Ok(server.clone().stopping_with(stopping.clone())),
             Arc::new(LocalSessionManager::default()),
             config,
         );

@@ -78,14 +78,19 @@
 //!   ([`McpServerBuilder::output_schema`]): a `#[tool]` does not record its return
 //!   type's schema.
 //! - MCP tasks (the `tasks` extension) are not served.
-//! - A cancelled request (`notifications/cancelled`) stops waiting; it does not stop
-//!   the engine's call, for which the engine has no signal yet (see [`call`]).
+//! - A cancelled request (`notifications/cancelled`, or on protocol `2026-07-28` over
+//!   HTTP a closed response stream) cancels its engine call
+//!   ([`RunHandle::cancel`](aaa_tools::RunHandle::cancel)): the tool is told through
+//!   [`ToolContext::cancelled`](aaa_tools::ToolContext::cancelled) and stopped wherever
+//!   it runs, and no response is sent, as the spec asks. A session that ends, or a
+//!   server that stops, cancels nothing: the call goes on (see [`cancel`]).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod approval;
 pub mod call;
 mod caller;
+pub mod cancel;
 mod follow;
 mod handler;
 mod http;

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use tokio::sync::OnceCell;
 
 use crate::approval::Approvals;
+use crate::cancel::Session;
 use crate::follow::Follower;
 use crate::listing::Listing;
 use crate::state::StateSeal;
@@ -50,14 +51,30 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 pub struct McpServer<X = NoExtras> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) extras: X,
+    /// The session this value serves: a clone starts a new one (see [`cancel`](crate::cancel)).
+    pub(crate) session: Session,
 }
 
+/// A clone shares everything but the session: each session (each stateless request)
+/// is served by a clone of its own, whose request ids are its own.
 impl<X: Clone> Clone for McpServer<X> {
     fn clone(&self) -> Self {
         McpServer {
             shared: self.shared.clone(),
             extras: self.extras.clone(),
+            session: Session {
+                in_flight: Arc::default(),
+                stopping: self.session.stopping.clone(),
+            },
         }
+    }
+}
+
+impl<X> McpServer<X> {
+    /// This server, on a transport that cancels `stopping` when it stops.
+    pub(crate) fn stopping_with(mut self, stopping: tokio_util::sync::CancellationToken) -> Self {
+        self.session.stopping = Some(stopping);
+        self
     }
 }
 
@@ -391,6 +408,7 @@ impl<X> McpServerBuilder<X> {
                 reporting,
             }),
             extras: self.extras,
+            session: Session::default(),
         })
     }
 }

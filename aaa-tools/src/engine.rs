@@ -11,7 +11,7 @@ use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::EventError;
 use crate::event::{
     self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
-    ShortText, TOOL_REQUESTED, ToolRequested,
+    ShortText, TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 use crate::outcome::Outcome;
@@ -501,6 +501,87 @@ impl RunHandle {
             }
             Err(error) => Err(FactError::Bus(error)),
         })))
+    }
+
+    /// Cancels call `call_id` of this run: publishes an `aaa.tool.cancelled` fact on
+    /// `aaa.<tenant>.<run>.tool.cancelled.<call>`, which every attached worker hears.
+    /// Returns once the fact is stored; the call's outcome follows as usual
+    /// ([`outcome`](Self::outcome)).
+    ///
+    /// What becomes of the call:
+    ///
+    /// - **running** on a worker: its [`ToolContext::cancelled`](crate::ToolContext::cancelled)
+    ///   fires; a tool that returns within one heartbeat (a third of the handler's
+    ///   [`ack_wait`](crate::ToolHandler::ack_wait)) ends there, any other is dropped
+    ///   then (a sync tool's thread runs on, unobserved). Either way the outcome is
+    ///   `aaa.tool.failed` of kind [`cancelled`](crate::FailureKind::Cancelled),
+    ///   whatever the tool returned after the cancel, committed through the guard as
+    ///   any failure (fenced, recorded once) and never retried;
+    /// - **not started** (waiting for a pool permit, for a live holder, in the bus, or
+    ///   for approval): it never runs, and fails as `cancelled`;
+    /// - **finished**, or **unknown**: nothing changes. Cancelling twice is cancelling
+    ///   once (the fact carries a message id derived from the call, so the bus drops a
+    ///   repeat within its de-duplication window, and a worker acts on a call once).
+    ///
+    /// A cancel published before any worker listened is still found: a worker looks
+    /// for one when it starts a call whose request was stored before it listened (and
+    /// when a granted approval starts a call). A cancel is for a call already
+    /// requested; one sent before its call's request may or may not stop it.
+    ///
+    /// ```
+    /// use aaa_tools::{Engine, FailureKind, ToolContext, ToolHandler, ToolRegistry, tool, tools};
+    ///
+    /// /// Wait until cancelled.
+    /// #[tool]
+    /// async fn wait(ctx: ToolContext) -> String {
+    ///     ctx.cancelled().await;
+    ///     "stopped".to_owned()
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = Engine::embedded();
+    /// let _worker = ToolHandler::new(ToolRegistry::new(tools![wait])?).attach(&engine).await?;
+    /// let run = engine.new_run();
+    /// let call = run.request("wait", serde_json::json!({})).await?;
+    /// run.cancel(&call).await?;
+    /// let outcome = run.outcome(&call).await?;
+    /// assert_eq!(outcome.failure().map(|f| f.kind), Some(FailureKind::Cancelled));
+    /// # Ok(()) }
+    /// ```
+    pub async fn cancel(&self, call_id: &CallId) -> Result<(), EngineError> {
+        self.send_cancel(call_id, None).await
+    }
+
+    /// [`cancel`](Self::cancel), saying why: the reason reaches the model in the
+    /// failure's message.
+    pub async fn cancel_with_reason(
+        &self,
+        call_id: &CallId,
+        reason: impl Into<String>,
+    ) -> Result<(), EngineError> {
+        self.send_cancel(call_id, Some(reason.into())).await
+    }
+
+    async fn send_cancel(
+        &self,
+        call_id: &CallId,
+        reason: Option<String>,
+    ) -> Result<(), EngineError> {
+        let (tenant, run) = (&self.inner.tenant, &self.inner.run);
+        let data = ToolCancelled {
+            call_id: call_id.clone(),
+            reason,
+        };
+        let data = serde_json::to_value(&data).unwrap_or(Value::Null);
+        let mut event = self
+            .inner
+            .engine
+            .event(TOOL_CANCELLED, tenant, run, Some(call_id), data);
+        event.id = crate::names::CallName::CancelId
+            .of(tenant, run, call_id)
+            .to_string();
+        self.inner.engine.publish(&event).await?;
+        Ok(())
     }
 
     /// Grants a pending approval. Only this path (a program's signal into the run) can

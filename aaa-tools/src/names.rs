@@ -17,9 +17,11 @@
 //! |---|---|
 //! | an event's subject | `aaa.<tenant>.<run>.<type without "aaa.">` |
 //! | an outcome fact's subject | `aaa.<tenant>.<run>.tool.completed.<call>` (or `.failed.`) |
+//! | a cancel's subject | `aaa.<tenant>.<run>.tool.cancelled.<call>` |
 //! | an outcome fact's message id | `outcome.<tenant>.<run>.<call>` |
 //! | an approval request's message id | `approval-requested.<tenant>.<run>.<call>` |
 //! | an operator's resolution's message id | `resolved.<tenant>.<run>.<call>` |
+//! | a cancel's message id | `cancel.<tenant>.<run>.<call>` |
 //! | a call's guard record | `guard.<tenant>.<run>.<call>` |
 //! | a pending approval | `approval.<tenant>.<run>.<call>` |
 //! | its timeout mark | `approval-due.<tenant>.<run>.<call>` |
@@ -55,18 +57,21 @@ pub(crate) enum CallName {
     ApprovalDueKey,
     /// The message id of an operator's `aaa.tool.resolved` fact.
     ResolvedId,
+    /// The message id of a call's `aaa.tool.cancelled` fact.
+    CancelId,
 }
 
 impl CallName {
     /// Every kind, for the tests.
     #[cfg(test)]
-    const ALL: [CallName; 6] = [
+    const ALL: [CallName; 7] = [
         CallName::OutcomeId,
         CallName::ApprovalRequestedId,
         CallName::GuardKey,
         CallName::ApprovalKey,
         CallName::ApprovalDueKey,
         CallName::ResolvedId,
+        CallName::CancelId,
     ];
 
     /// The kind word the name starts with.
@@ -78,6 +83,7 @@ impl CallName {
             CallName::ApprovalKey => "approval",
             CallName::ApprovalDueKey => "approval-due",
             CallName::ResolvedId => "resolved",
+            CallName::CancelId => "cancel",
         }
     }
 
@@ -139,8 +145,15 @@ pub(crate) fn is_outcome(kind: &str) -> bool {
     kind == crate::event::TOOL_COMPLETED || kind == crate::event::TOOL_FAILED
 }
 
+/// Whether events of type `kind` about a call travel on a subject of their own call:
+/// outcomes, and cancels (`aaa.tool.cancelled`), which workers look up by call.
+fn per_call(kind: &str) -> bool {
+    is_outcome(kind) || kind == crate::event::TOOL_CANCELLED
+}
+
 /// The subject an event of type `kind` about `call` travels on: [`subject`], and for
-/// an outcome, the call's id as one more token (`aaa.<tenant>.<run>.tool.completed.<call>`).
+/// an outcome or a cancel, the call's id as one more token
+/// (`aaa.<tenant>.<run>.tool.completed.<call>`, `….tool.cancelled.<call>`).
 ///
 /// An outcome on a subject of its own call can be looked up without reading the run:
 /// a waiter that may have missed it asks the bus for the first message on
@@ -152,7 +165,7 @@ pub(crate) fn event_subject(
     call: Option<&CallId>,
 ) -> ShortText {
     match call {
-        Some(call) if is_outcome(kind) => {
+        Some(call) if per_call(kind) => {
             let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
             ShortText::concat(&[
                 "aaa",
@@ -181,6 +194,34 @@ pub(crate) fn outcome_filter(tenant: &TenantId, run: &RunId, call: &CallId) -> S
         call.as_str(),
     ];
     parts.join(SEP)
+}
+
+/// The subjects of one call's outcome facts, completed and failed: where to look a
+/// call's outcome up when its [`outcome_filter`] finds the call's cancel first.
+pub(crate) fn outcome_subjects(tenant: &TenantId, run: &RunId, call: &CallId) -> [String; 2] {
+    [crate::event::TOOL_COMPLETED, crate::event::TOOL_FAILED]
+        .map(|kind| event_subject(tenant, run, kind, Some(call)).to_string())
+}
+
+/// The subject of a cancel of `call`: `aaa.<tenant>.<run>.tool.cancelled.<call>`.
+pub(crate) fn cancel_subject(tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
+    event_subject(tenant, run, crate::event::TOOL_CANCELLED, Some(call))
+}
+
+/// The filter matching every cancel of every tenant's runs (what a worker listens to).
+pub(crate) const ALL_CANCELS: &str = "aaa.*.*.tool.cancelled.*";
+
+/// The tenant, run and call of a cancel's subject; `None` for any other subject.
+pub(crate) fn cancel_of_subject(subject: &str) -> Option<(TenantId, RunId, CallId)> {
+    let [aaa, tenant, run, tool, how, call] = split::<6>(subject)?;
+    if aaa != "aaa" || tool != "tool" || how != "cancelled" {
+        return None;
+    }
+    Some((
+        TenantId::new(tenant).ok()?,
+        RunId::new(run).ok()?,
+        CallId::new(call).ok()?,
+    ))
 }
 
 /// The filters matching every outcome fact of a tenant's runs.
@@ -313,6 +354,11 @@ mod tests {
                 prop_assert_eq!(run_of_subject(&subject), Some((t.clone(), r.clone())));
                 prop_assert!(in_run(&subject, t, r));
             }
+            let cancel = cancel_subject(t, r, c);
+            prop_assert_eq!(cancel_of_subject(&cancel), Some(tuple.clone()));
+            prop_assert!(crate::bus::subject_matches(ALL_CANCELS, &cancel));
+            prop_assert!(crate::bus::subject_matches(&outcome_filter(t, r, c), &cancel));
+            prop_assert_eq!(outcome_of_subject(&cancel), None);
             let idem = idempotency_key(t, r, c);
             let parts: Vec<&str> = idem.split('/').collect();
             prop_assert_eq!(parts, vec![t.as_str(), r.as_str(), c.as_str()]);

@@ -288,14 +288,32 @@ async fn look_up(
     call: &CallId,
 ) -> Result<(), BusError> {
     let filter = names::outcome_filter(tenant, run, call);
-    if let Some(stored) = bus.first(&filter).await? {
-        let mut ready = Vec::new();
-        if let Some(found) = parse(&stored) {
-            hand_over(&mut lock(waits), found, &mut ready);
+    let Some(mut stored) = bus.first(&filter).await? else {
+        return Ok(());
+    };
+    if names::cancel_of_subject(&stored.subject).is_some() {
+        // The call's cancel (on the same `tool.<how>.<call>` layout) came before its
+        // outcome: look for each kind of outcome on its own subject. Only cancelled
+        // calls pay for the two lookups.
+        let mut found = None;
+        for subject in names::outcome_subjects(tenant, run, call) {
+            if let Some(outcome) = bus.first(&subject).await?
+                && found.as_ref().is_none_or(|f: &Stored| outcome.seq < f.seq)
+            {
+                found = Some(outcome);
+            }
         }
-        for (waiter, outcome) in ready {
-            let _ = waiter.send(outcome);
-        }
+        let Some(outcome) = found else {
+            return Ok(());
+        };
+        stored = outcome;
+    }
+    let mut ready = Vec::new();
+    if let Some(found) = parse(&stored) {
+        hand_over(&mut lock(waits), found, &mut ready);
+    }
+    for (waiter, outcome) in ready {
+        let _ = waiter.send(outcome);
     }
     Ok(())
 }

@@ -81,6 +81,10 @@ impl<B: Bus> Bus for WireBus<B> {
     fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
         self.0.first(filter)
     }
+
+    fn last_seq(&self) -> BusFuture<'_, Option<u64>> {
+        self.0.last_seq()
+    }
 }
 
 /// Whether the suites run over the byte codec (`AAA_WIRE=bytes`).

@@ -328,8 +328,9 @@ pub trait Bus: Send + Sync + 'static {
     /// when the bus closes.
     ///
     /// A bus may listen to part of its subjects only: the JetStream bus listens to
-    /// outcome facts (`aaa.<tenant>.<run>.tool.<how>.<call>`), which its stream
-    /// republishes once they are stored; another filter is [`BusError::Invalid`].
+    /// the facts of one call (`aaa.<tenant>.<run>.tool.<how>.<call>`: outcomes and
+    /// cancels), which its stream republishes once they are stored; another filter is
+    /// [`BusError::Invalid`].
     fn listen<'a>(
         &'a self,
         filters: &'a [String],
@@ -339,6 +340,16 @@ pub trait Bus: Send + Sync + 'static {
     /// lookup on a subject index, not a read of everything before it (the JetStream
     /// bus asks the stream for its next message on the subject).
     fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>>;
+
+    /// The sequence number of the last message stored (0 when none), or `None` when
+    /// the bus cannot tell: a position to compare the `seq` of later deliveries with.
+    /// A worker asks once when it starts listening for cancels (and after a gap in
+    /// what it heard), so that only a call whose request was stored before that
+    /// position costs it a [`first`](Self::first) lookup for a cancel it may have
+    /// missed. The default, `None`, makes the worker look up every call it starts.
+    fn last_seq(&self) -> BusFuture<'_, Option<u64>> {
+        BusFuture::ready(Ok(None))
+    }
 }
 
 /// The messages matching any of `filters`, through one replay of their covering filter,
@@ -415,6 +426,9 @@ impl<B: Bus + ?Sized> Bus for Arc<B> {
     }
     fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
         (**self).first(filter)
+    }
+    fn last_seq(&self) -> BusFuture<'_, Option<u64>> {
+        (**self).last_seq()
     }
 }
 

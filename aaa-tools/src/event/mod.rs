@@ -38,12 +38,15 @@
 //! | `aaa.guard.lease_lost` | `{call_id, name, attempt, worker}` |
 //! | `aaa.tool.stale_result` | `{call_id, name, attempt, current_attempt}`: a result from a superseded attempt, dropped |
 //! | `aaa.tool.resolved` | `{call_id, name, outcome, result?, message?, resolved_by}`: an operator settled an `outcome_unknown` call |
+//! | `aaa.tool.cancelled` | `{call_id, reason?}`: the caller asked to cancel the call; its outcome follows as `aaa.tool.failed` of kind `cancelled` (unless it had one) |
 //!
 //! On a bus, an event travels on the subject `aaa.<tenant>.<run>.<type without
 //! "aaa.">`, e.g. `aaa.default.run-1.tool.requested`, so a run's facts can be read back
 //! with the filter `aaa.<tenant>.<run>.>`. An outcome fact adds its call's id as one
 //! more token (`aaa.default.run-1.tool.completed.call-7`), so one call's outcome is
-//! found by its subject, without reading the run (before version 0.2 outcomes travelled
+//! found by its subject, without reading the run; so does a cancel
+//! (`aaa.default.run-1.tool.cancelled.call-7`), which every worker hears and looks up
+//! the same way (before version 0.2 outcomes travelled
 //! on `aaa.<tenant>.<run>.tool.completed`: a run's facts read back with both, a waiter
 //! looks only for the new subjects). Ids are restricted to `[A-Za-z0-9_-]` (see
 //! [`RunId`]), so no id can add a subject token or a wildcard.
@@ -82,7 +85,8 @@
 //!
 //! A program in another language requests a call by publishing a `aaa.tool.requested`
 //! event on `aaa.<tenant>.<run>.tool.requested` and reads the outcome from
-//! `aaa.<tenant>.<run>.tool.completed.<call>` or `.tool.failed.<call>`.
+//! `aaa.<tenant>.<run>.tool.completed.<call>` or `.tool.failed.<call>`; it cancels one
+//! by publishing `aaa.tool.cancelled` on `aaa.<tenant>.<run>.tool.cancelled.<call>`.
 
 use std::fmt;
 
@@ -124,9 +128,15 @@ pub const LEASE_LOST: &str = "aaa.guard.lease_lost";
 pub const STALE_RESULT: &str = "aaa.tool.stale_result";
 /// `aaa.tool.resolved`.
 pub const TOOL_RESOLVED: &str = "aaa.tool.resolved";
+/// `aaa.tool.cancelled`: the caller asked to cancel a call
+/// ([`RunHandle::cancel`](crate::RunHandle::cancel)). Not an outcome: the call's
+/// outcome is the `aaa.tool.failed` of kind `cancelled` that follows it (or whatever
+/// outcome the call had already). Travels on a subject of its own call,
+/// `aaa.<tenant>.<run>.tool.cancelled.<call>`.
+pub const TOOL_CANCELLED: &str = "aaa.tool.cancelled";
 
 /// Every event type the engine publishes.
-pub const ALL_TYPES: [&str; 12] = [
+pub const ALL_TYPES: [&str; 13] = [
     TOOL_REQUESTED,
     TOOL_COMPLETED,
     TOOL_FAILED,
@@ -139,6 +149,7 @@ pub const ALL_TYPES: [&str; 12] = [
     LEASE_LOST,
     STALE_RESULT,
     TOOL_RESOLVED,
+    TOOL_CANCELLED,
 ];
 
 /// A CloudEvents 1.0 event (see the [module docs](self) for the wire format). Made
@@ -307,6 +318,9 @@ pub enum FailureKind {
     Abandoned,
     /// An `at_most_once` attempt was lost: it may or may not have had its effect.
     OutcomeUnknown,
+    /// The caller cancelled the call ([`RunHandle::cancel`](crate::RunHandle::cancel)):
+    /// it did not start, or it was stopped while it ran. Never retried.
+    Cancelled,
 }
 
 impl FailureKind {
@@ -324,6 +338,7 @@ impl FailureKind {
             FailureKind::BadRequest => "bad_request",
             FailureKind::Abandoned => "abandoned",
             FailureKind::OutcomeUnknown => "outcome_unknown",
+            FailureKind::Cancelled => "cancelled",
         }
     }
 }
@@ -378,6 +393,17 @@ pub struct ToolFailed {
     pub message: String,
     /// The attempt (0 when the tool never started).
     pub attempt: u32,
+}
+
+/// `data` of `aaa.tool.cancelled`: the caller asked to cancel the call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ToolCancelled {
+    /// The call.
+    pub call_id: CallId,
+    /// Why, as the caller said it (it reaches the model in the failure's message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `data` of `aaa.approval.requested`.

@@ -1,5 +1,5 @@
 //! Approvals: pending records, decisions that arrive before their request, grants
-//! that outlive the worker that asked, and timeouts.
+//! that outlive the worker that asked, timeouts and cancels.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,7 +215,12 @@ async fn run_granted(
     record: ApprovalRecord,
     carrier: &Message,
 ) -> Disposition {
-    let disposition = guarded::run_call(core, entry, call, &record.arguments, carrier).await;
+    // A cancel that came while the call waited and that no worker could act on (none
+    // listened, say) is looked for here: once per granted call.
+    let watch = core.cancels.watch(core, call, carrier.seq, true).await;
+    let disposition =
+        guarded::run_call(core, entry, call, &record.arguments, carrier, &watch).await;
+    drop(watch);
     if disposition == Disposition::Ack {
         let done = ApprovalRecord {
             state: ApprovalState::Done,
@@ -518,5 +523,64 @@ pub(super) async fn sweep_approvals(core: Arc<Core>) {
             let retry = core.retry_for(&call.name);
             call::publish_outcome(&core, &retry, &call, outcome).await;
         }
+    }
+}
+
+/// Fails the call `key` as `cancelled` if it is waiting for approval (a cancel heard
+/// for a call no worker handles). Every worker that hears the cancel tries; the
+/// compare-and-set on the approval record lets exactly one of them publish the
+/// failure. Anything else (no approval, decided already) is left as it is.
+pub(super) async fn cancel_pending(
+    core: &Core,
+    (tenant, run, call_id): (crate::TenantId, crate::RunId, crate::CallId),
+    reason: Option<&str>,
+) {
+    let store = &**core.engine.store();
+    let key = approval_key(&tenant, &run, &call_id);
+    let record = loop {
+        let (record, revision) = match records::read::<ApprovalRecord>(store, &key).await {
+            Ok(Some(found)) if found.0.state == ApprovalState::Pending => found,
+            Ok(_) => return,
+            Err(error) => {
+                tracing::warn!(%error, %call_id, "could not read an approval to cancel it; it stays pending");
+                return;
+            }
+        };
+        let done = ApprovalRecord {
+            state: ApprovalState::Done,
+            ..record.clone()
+        };
+        match store.update(&key, records::encode(&done), revision).await {
+            Ok(_) => break record,
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => {
+                tracing::warn!(%error, %call_id, "could not cancel a pending approval; it stays pending");
+                return;
+            }
+        }
+    };
+    let _ = store
+        .delete(&records::approval_due_key(&tenant, &run, &call_id))
+        .await;
+    let call = Call {
+        tenant,
+        run,
+        call_id,
+        name: record.name.clone(),
+        meta: Map::new(),
+    };
+    let text = cancelled_message(
+        "the caller cancelled this call while it waited for approval; it did not run",
+        reason,
+    );
+    let outcome = call.failed(FailureKind::Cancelled, text, 0);
+    call::publish_outcome(core, &core.retry_for(&call.name), &call, outcome).await;
+}
+
+/// The message of a `cancelled` failure: `what` happened, and the caller's reason.
+pub(super) fn cancelled_message(what: &str, reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => format!("{what} (the caller said: {reason})"),
+        _ => what.to_owned(),
     }
 }

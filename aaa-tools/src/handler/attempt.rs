@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::call::{Call, Outcome};
+use super::cancels::Watch;
 use super::core::{Core, Entry};
 use super::lease::Lease;
 use crate::bus::Message;
@@ -119,7 +120,54 @@ pub(super) enum Executed {
     Cancelled,
 }
 
-/// Runs one attempt: pool permit, timeout, panics, post-call guardrails.
+/// How a tool's run ended, with the caller's cancel in play.
+enum Ran<T> {
+    /// It finished (or timed out) on its own.
+    Finished(T),
+    /// The caller cancelled it; `returned` when it returned within its grace after
+    /// being told (else it was dropped).
+    Cancelled { returned: bool },
+}
+
+/// Runs `fut` until it finishes or the caller cancels the call: then the tool is
+/// told (`ctx` fires) and gets `grace` to return before it is dropped. Whatever it
+/// returns after the cancel is not its outcome: the caller asked for the call to
+/// stop, and is told it did (with what it may have done).
+async fn unless_cancelled<F: Future>(
+    fut: F,
+    watch: &Watch<'_>,
+    ctx: &CancellationToken,
+    grace: std::time::Duration,
+) -> Ran<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    tokio::select! {
+        biased;
+        out = &mut fut => Ran::Finished(out),
+        () = watch.cancelled() => {
+            ctx.cancel();
+            let returned = tokio::time::timeout(grace, &mut fut).await.is_ok();
+            Ran::Cancelled { returned }
+        }
+    }
+}
+
+/// A `cancelled` failure of a call that never ran.
+fn cancelled_before(call: &Call, watch: &Watch<'_>, attempt: u32) -> Executed {
+    let text = super::approval::cancelled_message(
+        "the caller cancelled this call before it ran; it did not run",
+        watch.reason().as_deref(),
+    );
+    Executed::Done(call.failed(FailureKind::Cancelled, text, attempt))
+}
+
+/// Runs one attempt: pool permit, timeout, panics, post-call guardrails, and the
+/// caller's cancel (which ends the attempt as a `cancelled` failure: before it
+/// starts, while it waits for a permit, or while the tool runs, after telling the
+/// tool and giving it one heartbeat to return).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one attempt's parts, each borrowed from a different owner"
+)]
 pub(super) async fn execute(
     core: &Core,
     entry: &Entry,
@@ -128,7 +176,11 @@ pub(super) async fn execute(
     carrier: &Message,
     attempt: u32,
     lease: Option<&Lease<'_>>,
+    watch: &Watch<'_>,
 ) -> Executed {
+    if watch.is_cancelled() {
+        return cancelled_before(call, watch, attempt);
+    }
     let key = match entry.tool.custom_idempotency_key(arguments) {
         Ok(key) => key,
         Err(error) => {
@@ -144,11 +196,19 @@ pub(super) async fn execute(
         }
     };
     let pool = core.pool(&entry.config.pool);
+    let waiting = async {
+        tokio::select! {
+            biased;
+            permit = pool.clone().acquire_owned() => Some(permit),
+            () = watch.cancelled() => None,
+        }
+    };
     let permit: OwnedSemaphorePermit =
-        match with_progress(core, carrier, lease, None, pool.clone().acquire_owned()).await {
+        match with_progress(core, carrier, lease, None, waiting).await {
             None => return Executed::Cancelled,
-            Some(Ok(permit)) => permit,
-            Some(Err(_)) => {
+            Some(None) => return cancelled_before(call, watch, attempt),
+            Some(Some(Ok(permit))) => permit,
+            Some(Some(Err(_))) => {
                 return Executed::Done(call.failed(
                     FailureKind::Error,
                     "the tool's pool is closed",
@@ -185,13 +245,29 @@ pub(super) async fn execute(
     );
     let timeout = entry.config.timeout;
     let running = tokio::time::timeout(timeout, prepared.run(ctx));
+    let running = unless_cancelled(running, watch, &cancel, core.heartbeat());
     let result = with_progress(core, carrier, lease, Some(&cancel), running)
         .instrument(span.clone())
         .await;
     slot.release();
-    let Some(result) = result else {
-        span.record("outcome", "lease_lost");
-        return Executed::Cancelled;
+    let result = match result {
+        None => {
+            span.record("outcome", "lease_lost");
+            return Executed::Cancelled;
+        }
+        Some(Ran::Finished(result)) => result,
+        Some(Ran::Cancelled { returned }) => {
+            let what = if returned {
+                "the caller cancelled this call while it ran, and the tool stopped when told; \
+                 what it did before it stopped is not undone, and what it returned is dropped"
+            } else {
+                "the caller cancelled this call while it ran, and the tool was stopped; \
+                 what it did before it stopped is not undone"
+            };
+            let text = super::approval::cancelled_message(what, watch.reason().as_deref());
+            span.record("outcome", FailureKind::Cancelled.as_str());
+            return Executed::Done(call.failed(FailureKind::Cancelled, text, attempt));
+        }
     };
     let outcome = match result {
         Err(_) => {

@@ -40,6 +40,8 @@ pub(super) struct Core {
     pub(super) drain: Mutex<Duration>,
     pub(super) ack_wait: Duration,
     origin: tokio::time::Instant,
+    /// The calls this worker handles, for the cancels it hears.
+    pub(super) cancels: super::cancels::Cancels,
 }
 
 impl Core {
@@ -58,6 +60,7 @@ impl Core {
             queued: AtomicUsize::new(0),
             drain: Mutex::new(Duration::ZERO),
             ack_wait,
+            cancels: super::cancels::Cancels::default(),
         }
     }
 }

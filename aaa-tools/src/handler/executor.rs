@@ -1,5 +1,5 @@
-//! The executor: one per engine, it consumes tool requests and approval signals and
-//! hands each message to a lane (the `lanes` module); what happens to a request is in
+//! The executor: one per engine, it consumes tool requests and approval signals (and
+//! hears cancels: the `cancels` module) and hands each message to a lane (the `lanes` module); what happens to a request is in
 //! the `request` module.
 
 use std::sync::{Arc, Mutex};
@@ -148,9 +148,13 @@ impl Executor {
         let signals = ConsumerSpec::new(SIGNALS_CONSUMER, ["aaa.*.*.approval.*"])
             .with_ack_wait(core.ack_wait)
             .with_max_in_flight(max_in_flight);
+        // Listening before the first request is taken: a cancel of a call this
+        // worker takes is heard, or looked up (see the `cancels` module).
+        let cancels = super::cancels::listen(&core).await?;
         let request_sub = engine.bus().subscribe(&requests).await?;
         let signal_sub = engine.bus().subscribe(&signals).await?;
         let loops = vec![
+            tokio::spawn(super::cancels::hear_cancels(core.clone(), cancels)),
             tokio::spawn(consume(
                 core.clone(),
                 request_sub,

@@ -47,6 +47,7 @@ use serde_json::Value;
 
 use super::attempt::{self, Executed};
 use super::call::{self, Call, Disposition, Outcome};
+use super::cancels::Watch;
 use super::core::{Core, Entry};
 use super::fenced;
 use super::lease::{Lease, commit_base, guard_key, new_claim, superseded, write_record};
@@ -75,11 +76,12 @@ pub(super) async fn run_call(
     call: &Call,
     arguments: &Value,
     carrier: &Message,
+    watch: &Watch<'_>,
 ) -> Disposition {
     let retry = &entry.handler.result_retry;
     let config = &entry.config.guard;
     if !config.enabled {
-        return match attempt::execute(core, entry, call, arguments, carrier, 1, None).await {
+        return match attempt::execute(core, entry, call, arguments, carrier, 1, None, watch).await {
             Executed::Done(outcome) => {
                 call::ack_if(call::publish_outcome(core, retry, call, outcome).await)
             }
@@ -131,6 +133,7 @@ pub(super) async fn run_call(
         carrier,
         attempt,
         Some(&lease),
+        watch,
     )
     .await
     {

@@ -17,6 +17,11 @@
 //! 8. the outcome fact is published (retried on transient errors), and only then is the
 //!    request acknowledged.
 //!
+//! From step 5 on, a cancel of the call ([`RunHandle::cancel`](crate::RunHandle::cancel))
+//! reaches it (the `cancels` module): a call not started never runs, a running tool
+//! is told and stopped, and the outcome is a `cancelled` failure committed like any
+//! other.
+//!
 //! Every request gets exactly one outcome fact (`aaa.tool.completed` or
 //! `aaa.tool.failed`): outcome facts carry a message id derived from the call, so a
 //! republished outcome within the bus's de-duplication window is dropped, and the run
@@ -29,6 +34,7 @@ mod approval;
 mod attempt;
 mod bounds;
 mod call;
+mod cancels;
 mod core;
 mod executor;
 mod fenced;

@@ -222,7 +222,19 @@ async fn admit_and_run(
             }
         }
     }
+    // From here until the message is settled a cancel of the call reaches it.
+    let watch = core.cancels.watch(core, call, message.seq, false).await;
     if entry.config.requires_approval || approval_reason.is_some() {
+        if watch.is_cancelled() {
+            let text = approval::cancelled_message(
+                "the caller cancelled this call before it ran; it did not run",
+                watch.reason().as_deref(),
+            );
+            return (
+                refuse(core, &retry, call, FailureKind::Cancelled, text).await,
+                false,
+            );
+        }
         // Boxed: the approval path is rare and would enlarge every call's task.
         let requested = Box::pin(approval::request_approval(
             core,
@@ -233,9 +245,20 @@ async fn admit_and_run(
             message,
         ))
         .await;
+        if watch.is_cancelled() {
+            // Cancelled while the approval was being asked for: the listener may have
+            // looked for a pending approval before there was one.
+            let key = (call.tenant.clone(), call.run.clone(), call.call_id.clone());
+            Box::pin(approval::cancel_pending(
+                core,
+                key,
+                watch.reason().as_deref(),
+            ))
+            .await;
+        }
         return (requested, false);
     }
-    let disposition = guarded::run_call(core, &entry, call, &arguments, message).await;
+    let disposition = guarded::run_call(core, &entry, call, &arguments, message, &watch).await;
     (disposition, entry.config.guard.enabled)
 }
 

@@ -105,7 +105,8 @@ pub(super) fn facts_stream(options: &NatsOptions) -> stream::Config {
 /// are stored: `aaa-stored.<tenant>.<run>.tool.<how>.<call>`.
 const STORED: &str = "aaa-stored";
 
-/// The stream's republish rule: every outcome fact, once stored, goes out again on
+/// The stream's republish rule: every outcome fact (and every cancel, which shares
+/// the `tool.<how>.<call>` layout), once stored, goes out again on
 /// [`STORED`]`.<the rest of its subject>`, with the stream's sequence number in its
 /// headers. [`NatsBus::listen`] subscribes there: a listener hears of an outcome only
 /// once the stream holds it (a publish the stream refuses, a repeat it drops as a
@@ -129,8 +130,8 @@ fn republished(filter: &str) -> Result<String, BusError> {
         ["aaa", _, _, "tool", _, _] => Ok(format!("{STORED}{}", &filter[3..])),
         _ => Err(crate::bus::invalid_filter(
             filter,
-            "the JetStream bus listens to outcome facts only \
-             (`aaa.<tenant>.<run>.tool.<how>.<call>`, wildcards allowed)"
+            "the JetStream bus listens to the facts of one call only, outcomes and \
+             cancels (`aaa.<tenant>.<run>.tool.<how>.<call>`, wildcards allowed)"
                 .into(),
         )),
     }
@@ -417,6 +418,14 @@ impl Bus for NatsBus {
 
     fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
         BusFuture::new(self.first_stored(filter))
+    }
+
+    /// The stream's last sequence number, from its info (one request to the server).
+    fn last_seq(&self) -> BusFuture<'_, Option<u64>> {
+        BusFuture::new(async move {
+            let info = self.stream.get_info().await.map_err(unavailable)?;
+            Ok(Some(info.state.last_sequence))
+        })
     }
 }
 

@@ -46,6 +46,12 @@
 //!   server out of consumers at about a thousand concurrent runs; a subscription on
 //!   the stream's own subjects would hear of publishes the stream refused or dropped
 //!   as repeats; and reading a run to find one call costs as much as the run is long.
+//! - **Cancels** (`aaa.<tenant>.<run>.tool.cancelled.<call>`) share the outcome
+//!   subjects' layout, so the same `RePublish` rule carries them: each executor holds
+//!   one core subscription on `aaa-stored.*.*.tool.cancelled.*`, and asks the stream
+//!   for its last sequence number when it starts listening (and after a gap), so that
+//!   only calls requested before that look a cancel up (one `STREAM.MSG.GET`). A
+//!   stream made by an earlier version needs no change.
 //! - **Replays** ([`RunHandle::facts`](crate::RunHandle::facts)) read through an
 //!   ordered (ephemeral) consumer, deleted when the replay is dropped, and by the
 //!   server 30 s after its reader stops asking when the reading process dies. Servers

@@ -326,6 +326,11 @@ impl Bus for MemoryBus {
     fn first<'a>(&'a self, filter: &'a str) -> BusFuture<'a, Option<Stored>> {
         BusFuture::ready(replay::first(&self.shared, filter))
     }
+
+    fn last_seq(&self) -> BusFuture<'_, Option<u64>> {
+        let next = self.shared.lock().log.next_seq();
+        BusFuture::ready(Ok(Some(next.saturating_sub(1))))
+    }
 }
 
 /// Publishes `body` at `subject` on `bus` (for the tests of every module here).

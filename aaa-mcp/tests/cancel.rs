@@ -1,0 +1,125 @@
+//! A cancelled `tools/call` cancels its engine call: an rmcp client sends
+//! `notifications/cancelled`, and the tool is told, stops, and the run records the
+//! cancel and a `cancelled` failure. A session that merely ends cancels nothing.
+
+mod support;
+
+use std::time::Duration;
+
+use aaa_tools::event::{ATTEMPT_STARTED, Event, TOOL_CANCELLED, TOOL_FAILED, TOOL_REQUESTED};
+use aaa_tools::{CallId, FailureKind, RunHandle};
+use futures::StreamExt;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+use support::TestServer;
+
+/// `fut`, or a panic naming `what` once a broken cancel would have shown.
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
+
+/// A call of `sleepy` for an hour (it returns early when told to stop).
+fn sleepy_for_an_hour() -> ClientRequest {
+    let arguments = json!({"ms": 3_600_000});
+    let serde_json::Value::Object(arguments) = arguments else {
+        unreachable!()
+    };
+    ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("sleepy").with_arguments(arguments),
+    ))
+}
+
+/// The first fact of `kind` on the run (about `call`, when given), waiting for it.
+async fn fact(run: &RunHandle, kind: &str, call: Option<&CallId>) -> Event {
+    let mut facts = run.facts().await.unwrap();
+    while let Some(event) = within(kind, facts.next()).await {
+        let event = event.unwrap();
+        let about = call.is_none_or(|c| event.subject.as_deref() == Some(c.as_str()));
+        if event.kind == kind && about {
+            return event;
+        }
+    }
+    panic!("the run's facts ended before a {kind}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_cancelled_stops_the_tool_and_the_run_says_so() {
+    let TestServer {
+        server,
+        worker: _worker,
+        ..
+    } = support::server().await;
+    let run = server.run().clone();
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
+    let client = ().serve(tokio::io::split(ours)).await.unwrap();
+
+    let request = client
+        .peer()
+        .send_cancellable_request(sleepy_for_an_hour(), PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let requested = fact(&run, TOOL_REQUESTED, None).await;
+    let call = CallId::new(requested.subject.unwrap()).unwrap();
+    fact(&run, ATTEMPT_STARTED, Some(&call)).await;
+    request
+        .cancel(Some("the user pressed stop".into()))
+        .await
+        .unwrap();
+
+    // The run records the cancel, then the call's failure.
+    let cancel = fact(&run, TOOL_CANCELLED, Some(&call)).await;
+    assert_eq!(cancel.data["reason"], "the user pressed stop");
+    let outcome = within("the outcome", run.outcome(&call)).await.unwrap();
+    let failure = outcome.failure().expect("a failure");
+    assert_eq!(failure.kind, FailureKind::Cancelled, "{outcome:?}");
+    assert!(
+        failure.message.contains("stopped when told"),
+        "the tool saw the cancel and returned: {}",
+        failure.message
+    );
+    assert!(failure.message.contains("the user pressed stop"));
+    fact(&run, TOOL_FAILED, Some(&call)).await;
+
+    // The session goes on serving.
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "sleepy"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_ends_cancels_nothing() {
+    let TestServer {
+        server,
+        worker: _worker,
+        ..
+    } = support::server().await;
+    let run = server.run().clone();
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
+    let client = ().serve(tokio::io::split(ours)).await.unwrap();
+    // Longer than rmcp lets a closed session's handlers finish (5 s) before it stops
+    // them: the request is stopped while the call still runs.
+    let arguments = json!({"ms": 6_000});
+    let serde_json::Value::Object(arguments) = arguments else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("sleepy").with_arguments(arguments),
+    ));
+    let _pending = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    let requested = fact(&run, TOOL_REQUESTED, None).await;
+    let call = CallId::new(requested.subject.unwrap()).unwrap();
+    fact(&run, ATTEMPT_STARTED, Some(&call)).await;
+    // The client goes away mid-call: the server's session ends, the call does not.
+    client.cancel().await.unwrap();
+    let outcome = within("the outcome", run.outcome(&call)).await.unwrap();
+    assert_eq!(outcome.result(), Some(&json!("awake")), "{outcome:?}");
+}
