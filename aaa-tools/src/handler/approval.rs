@@ -538,7 +538,13 @@ pub(super) async fn cancel_pending(
     let store = &**core.engine.store();
     let key = approval_key(&tenant, &run, &call_id);
     let record = loop {
-        let (record, revision) = match records::read::<ApprovalRecord>(store, &key).await {
+        let (record, revision) = match records::read::<ApprovalRecord>(
+            store,
+            RecordKind::Handler,
+            &key,
+        )
+        .await
+        {
             Ok(Some(found)) if found.0.state == ApprovalState::Pending => found,
             Ok(_) => return,
             Err(error) => {
@@ -550,7 +556,10 @@ pub(super) async fn cancel_pending(
             state: ApprovalState::Done,
             ..record.clone()
         };
-        match store.update(&key, records::encode(&done), revision).await {
+        match store
+            .update(RecordKind::Handler, &key, records::encode(&done), revision)
+            .await
+        {
             Ok(_) => break record,
             Err(StoreError::Conflict { .. }) => continue,
             Err(error) => {
@@ -560,7 +569,10 @@ pub(super) async fn cancel_pending(
         }
     };
     let _ = store
-        .delete(&records::approval_due_key(&tenant, &run, &call_id))
+        .delete(
+            RecordKind::Handler,
+            &records::approval_due_key(&tenant, &run, &call_id),
+        )
         .await;
     let call = Call {
         tenant,
