@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aaa_tools::ToolCall;
-use aaa_tools::nats::NatsOptions;
+use aaa_tools_nats::NatsOptions;
 use serde_json::json;
 
 #[tokio::main]

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aaa_tests::{NatsServer, RawJetStream};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{Engine, HandlerHandle, ToolHandler, ToolRegistry, tools};
+use aaa_tools_nats::NatsOptions;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
