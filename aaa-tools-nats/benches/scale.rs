@@ -17,7 +17,7 @@
 //! runs, the 100 000-call run's last p50 within 1.5× its first. Printed, never
 //! asserted. Without `--bench` (under `cargo test --benches`) it runs one small row.
 //!
-//! Run: `cargo bench -p aaa-tests --bench scale`.
+//! Run: `cargo bench -p aaa-tools-nats --bench scale`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
