@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use aaa_mcp::{HttpOptions, HttpServer, McpServer};
 use aaa_tools::event::{APPROVAL_REQUESTED, ApprovalDecision, ApprovalRequested};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{
     CallId, Engine, Progress, ToolContext, ToolError, ToolHandler, ToolRegistry, tool, tools,
 };
+use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use aaa_mcp::{CALL_META_KEY, McpServer};
 use aaa_tools::event::ATTEMPT_STARTED;
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{
     GuardConfig, RunHandle, State, ToolContext, ToolHandler, ToolRegistry, tool, tools,
 };
+use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;

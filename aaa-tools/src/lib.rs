@@ -66,9 +66,10 @@
 //!   [`GuardStore`] and [`MemoryStore`]: the record store, which keeps the guard's
 //!   call records and the handler's other records apart ([`RecordKind`]).
 //! - [`Operator`] (`engine.operator()`): listing and resolving `outcome_unknown` calls.
-//! - [`nats`] (feature `nats`): the same engine across machines, on a NATS JetStream
+//! - The same engine across machines is the crate `aaa-tools-nats`: a NATS JetStream
 //!   stream (the bus, and the calls' guard records) and a KV bucket (approvals,
-//!   budgets).
+//!   budgets), written against the public [`Bus`](bus::Bus) and [`GuardStore`]
+//!   contracts like any other backend.
 //!
 //! # Decisions
 //!
@@ -112,9 +113,6 @@ pub mod export;
 mod handler;
 mod ids;
 mod names;
-#[cfg(feature = "nats")]
-#[cfg_attr(docsrs, doc(cfg(feature = "nats")))]
-pub mod nats;
 mod operator;
 mod outcome;
 mod outcomes;

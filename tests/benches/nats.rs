@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use aaa_tests::{Ledger, NatsServer, RawJetStream, WorkerProcess, WorkerSettings};
 use aaa_tools::event::{self, AttemptFact, Event};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{Engine, HandlerHandle, RunHandle, ToolHandler, ToolRegistry, tools};
+use aaa_tools_nats::NatsOptions;
 use criterion::Criterion;
 use futures::StreamExt;
 use serde_json::json;

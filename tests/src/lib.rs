@@ -16,6 +16,12 @@ pub use server::{NatsServer, WITHOUT_JETSTREAM};
 pub use wire::{WireBus, bus_under_test, embedded, over_the_wire};
 pub use worker::{Ledger, WorkerProcess, WorkerSettings};
 
+/// The consumers on the facts stream (`AAA`) of `bus`, by the server's count.
+pub async fn stream_consumers(bus: &aaa_tools_nats::NatsBus) -> usize {
+    let mut stream = bus.raw_jetstream().get_stream("AAA").await.unwrap();
+    stream.info().await.unwrap().state.consumer_count
+}
+
 /// A Python interpreter that can import `module`: `AAA_PYTHON` (the venv
 /// `scripts/test` makes), else `python3` on `PATH`. `None` (printing why) when there is
 /// none; a panic instead when `AAA_REQUIRE_PYTHON=1`: CI must not skip these tests.

@@ -12,8 +12,8 @@ use std::time::Duration;
 use aaa_loop::facts::LOOP_TURN;
 use aaa_tests::{Ledger, NatsServer, WorkerProcess, WorkerSettings, facts_until_now};
 use aaa_tools::event::{TOOL_COMPLETED, TOOL_REQUESTED};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{RunId, new_run_id};
+use aaa_tools_nats::NatsOptions;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 

@@ -15,8 +15,8 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use aaa_tests::{Ledger, NatsCluster, WorkerProcess, WorkerSettings};
-use aaa_tools::nats::{NatsBus, NatsOptions};
 use aaa_tools::{CallId, Engine, FailureKind, ToolCall};
+use aaa_tools_nats::{NatsBus, NatsOptions};
 use serde_json::json;
 
 static TURN: LazyLock<tokio::sync::Mutex<()>> = LazyLock::new(|| tokio::sync::Mutex::new(()));
@@ -39,7 +39,7 @@ enum Fault {
 /// The node leading `stream`, by the cluster's own account.
 async fn leader_of(bus: &NatsBus, cluster: &NatsCluster, stream: &str) -> usize {
     let mut stream = bus
-        .jetstream()
+        .raw_jetstream()
         .get_stream(stream)
         .await
         .expect("the stream");

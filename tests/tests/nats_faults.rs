@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use aaa_tests::{Ledger, NatsServer, WorkerProcess, WorkerSettings};
 use aaa_tools::event::{self, AttemptFact, Event, StaleResult};
-use aaa_tools::nats::{NatsBus, NatsOptions};
 use aaa_tools::{ApprovalDecision, CallId, Engine, FailureKind, RunHandle};
+use aaa_tools_nats::{NatsBus, NatsOptions};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -88,7 +88,7 @@ impl Cluster {
         let stream = NatsOptions::new(self.server.url());
         let info = self
             .bus
-            .jetstream()
+            .raw_jetstream()
             .get_stream(stream.stream_name())
             .await
             .expect("the stream")
@@ -558,4 +558,52 @@ async fn an_approval_granted_while_no_worker_is_alive_runs_once_on_a_later_worke
     assert!(outcome.is_ok(), "{outcome:?}");
     let counts = cluster.ledger.counts();
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), vec![(1, 1)]);
+}
+
+/// A client killed (-9) in the middle of a replay leaves nothing on the server: the
+/// replay's consumer expires by itself within its inactivity threshold (30 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_killed_mid_replay_leaves_no_consumer() {
+    use tokio::io::AsyncBufReadExt;
+
+    let Some(server) = NatsServer::start() else {
+        return;
+    };
+    let (bus, store) = NatsOptions::new(server.url())
+        .connect_parts()
+        .await
+        .unwrap();
+    let engine = aaa_tools::Engine::new(bus.clone(), store);
+    let run = engine.new_run();
+    run.request("add", json!({"a": 1, "b": 2})).await.unwrap();
+    let mut replayer = tokio::process::Command::new(env!("CARGO_BIN_EXE_aaa-test-replayer"))
+        .env("AAA_NATS_URL", server.url())
+        .env("AAA_RUN", run.run_id().as_str())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(replayer.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
+    assert_eq!(line.unwrap().unwrap().as_deref(), Some("replaying"));
+    assert_eq!(
+        aaa_tests::stream_consumers(&bus).await,
+        1,
+        "the replay's consumer"
+    );
+
+    replayer.start_kill().unwrap();
+    replayer.wait().await.unwrap();
+    let killed = std::time::Instant::now();
+    while aaa_tests::stream_consumers(&bus).await != 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(45),
+            "the consumer of a dead client's replay is still there"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "a dead client's replay consumer was gone {:.1} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
 }

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use aaa_tests::{Ledger, NatsServer, WorkerProcess, WorkerSettings};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{FailureKind, ToolCall};
+use aaa_tools_nats::NatsOptions;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

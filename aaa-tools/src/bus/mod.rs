@@ -20,7 +20,7 @@
 //! one function for every bus: [`subject_matches`].
 //!
 //! Implementations: [`MemoryBus`] (the embedded default, in process) and the JetStream
-//! bus (feature `nats`, when built).
+//! bus (`NatsBus`, in the crate `aaa-tools-nats`).
 //!
 //! # Writing a backend
 //!
@@ -30,6 +30,13 @@
 //! run the workspace's conformance suite against yours: the contract tests of `Bus`
 //! and `GuardStore`, written once (`aaa_tests::contract`) and run unchanged on every
 //! backend.
+//!
+//! A backend in a crate of its own checks subjects and filters, and reports bad ones,
+//! with the same functions the embedded bus uses, so every bus refuses the same input
+//! with the same error: [`check_publish_subject`], [`check_filter`],
+//! [`invalid_filter`] (for a filter the backend refuses for a rule of its own) and
+//! [`no_filters`]; [`replay_covering`] is [`Bus::replay_any`] for a bus that replays
+//! one filter at a time.
 //!
 //! What a message holds is a [`Payload`]: bytes ([`Bytes`](bytes::Bytes), crate `bytes`, the buffer
 //! type tokio and async-nats use, so a delivery shares the buffer its log holds and a
@@ -50,8 +57,10 @@ use futures::stream::BoxStream;
 pub use future::BusFuture;
 pub use memory::{MemoryBus, Retention};
 pub use payload::{Encode, Payload};
-pub(crate) use subject::{check_subject, invalid_filter, no_filters};
-pub use subject::{covering_filter, subject_matches};
+pub use subject::{
+    check_filter, check_publish_subject, covering_filter, invalid_filter, no_filters,
+    subject_matches,
+};
 
 /// Resolves once a message sent with [`Bus::send`] is stored (or failed to be).
 pub type Confirmation = BusFuture<'static, ()>;
@@ -352,10 +361,31 @@ pub trait Bus: Send + Sync + 'static {
     }
 }
 
-/// The messages matching any of `filters`, through one replay of their covering filter,
-/// dropping what none of them matches: the default of [`Bus::replay_any`], and the
-/// fallback of buses that cannot always filter by several subjects.
-pub(crate) async fn replay_covering<B: Bus + ?Sized>(
+/// The messages matching any of `filters` (what the log holds, then new ones as they
+/// arrive), through one replay of their covering filter, dropping what none of them
+/// matches: the default of [`Bus::replay_any`], and the
+/// fallback of buses that cannot always filter by several subjects (the JetStream bus
+/// on a server that takes one filter per consumer). No filter is [`no_filters`]'s
+/// error; a malformed one is refused by `bus.replay`.
+///
+/// ```
+/// use aaa_tools::bus::{Bus, MemoryBus, Payload, replay_covering};
+/// use futures::StreamExt;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), aaa_tools::bus::BusError> {
+/// let bus = MemoryBus::new();
+/// for subject in ["a.1.x", "a.2.y", "a.3.x"] {
+///     bus.publish(subject, Payload::from(b"{}".to_vec()), None).await?;
+/// }
+/// let filters = ["a.1.x".to_owned(), "a.3.>".to_owned()];
+/// // A replay follows the log after its end: take what is there.
+/// let stored: Vec<_> = replay_covering(&bus, &filters).await?.take(2).collect().await;
+/// let subjects: Vec<String> = stored.into_iter().map(|m| m.unwrap().subject.to_string()).collect();
+/// assert_eq!(subjects, ["a.1.x", "a.3.x"]);
+/// # Ok(()) }
+/// ```
+pub async fn replay_covering<B: Bus + ?Sized>(
     bus: &B,
     filters: &[String],
 ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {

@@ -105,29 +105,72 @@ pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String
     check_tokens(subject, wildcards)
 }
 
-/// A filter checked by [`check_subject`], as a bus error.
-pub(crate) fn check_filter(filter: &str) -> Result<(), BusError> {
+/// Checks a filter by the rule every bus follows (dot-separated non-empty tokens of
+/// printable ASCII, a whole token `*` for any one token, a last token `>` for the
+/// rest; see [`subject_matches`]): [`BusError::Invalid`] saying what is wrong
+/// otherwise. Every bus checks each filter
+/// it is given (a consumer's, a replay's, a listener's, a lookup's) with this, before
+/// it reaches storage or a server, so no input can widen a subscription.
+///
+/// ```
+/// use aaa_tools::bus::{BusError, check_filter};
+///
+/// assert!(check_filter("aaa.*.run-1.>").is_ok());
+/// let error = check_filter("aaa.>.tool").unwrap_err();
+/// assert!(matches!(error, BusError::Invalid { what: "filter", .. }), "{error}");
+/// ```
+pub fn check_filter(filter: &str) -> Result<(), BusError> {
     check_subject(filter, true).map_err(|why| invalid_filter(filter, why))
 }
 
-/// A subject to publish on checked by [`check_subject`], as a bus error.
-pub(crate) fn check_publish_subject(subject: &str) -> Result<(), BusError> {
+/// Checks a subject to publish on by the rule every bus follows: dot-separated,
+/// non-empty tokens of printable ASCII, no wildcard; [`BusError::Invalid`] saying what is wrong otherwise. Every bus checks each subject
+/// it is asked to publish on with this, before storing anything.
+///
+/// ```
+/// use aaa_tools::bus::{BusError, check_publish_subject};
+///
+/// assert!(check_publish_subject("aaa.t.run-1.tool.requested").is_ok());
+/// let error = check_publish_subject("aaa.t.*.tool").unwrap_err();
+/// assert!(matches!(error, BusError::Invalid { what: "subject", .. }), "{error}");
+/// ```
+pub fn check_publish_subject(subject: &str) -> Result<(), BusError> {
     check_subject(subject, false).map_err(|why| BusError::Invalid {
         what: "subject",
         detail: format!("{subject:?} is not a publishable subject: {why}"),
     })
 }
 
-/// The error for a filter that `why` says is malformed.
-pub(crate) fn invalid_filter(filter: &str, why: String) -> BusError {
+/// The error a bus returns for a filter it refuses, `why` saying what is wrong: the
+/// same [`BusError::Invalid`] as [`check_filter`]'s, for a rule of the backend's own
+/// (the JetStream bus, say, listens to outcome subjects only).
+///
+/// ```
+/// use aaa_tools::bus::invalid_filter;
+///
+/// let error = invalid_filter("aaa.t.r.>", "this bus listens to outcomes only".into());
+/// assert_eq!(
+///     error.to_string(),
+///     r#"invalid filter: "aaa.t.r.>": this bus listens to outcomes only"#
+/// );
+/// ```
+pub fn invalid_filter(filter: &str, why: String) -> BusError {
     BusError::Invalid {
         what: "filter",
         detail: format!("{filter:?}: {why}"),
     }
 }
 
-/// The error for a replay asked for no filter at all.
-pub(crate) fn no_filters() -> BusError {
+/// The error a bus returns when a call that takes several filters
+/// ([`Bus::replay_any`](super::Bus::replay_any), [`Bus::listen`](super::Bus::listen))
+/// is given none: a [`BusError::Invalid`].
+///
+/// ```
+/// use aaa_tools::bus::{BusError, no_filters};
+///
+/// assert!(matches!(no_filters(), BusError::Invalid { what: "filter", .. }));
+/// ```
+pub fn no_filters() -> BusError {
     BusError::Invalid {
         what: "filter",
         detail: "at least one filter is required".into(),

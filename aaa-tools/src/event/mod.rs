@@ -58,7 +58,7 @@
 //! the call. Sent once, they carry no de-duplication id. Nothing the guard decides
 //! reads them; the guard record in the store is the source of truth about attempts.
 //! (On NATS those records live on the same stream under `aaa.$g.…`, outside every
-//! run's subjects; they are not events. See [`nats`](crate::nats).)
+//! run's subjects; they are not events. See the crate `aaa-tools-nats`.)
 //!
 //! An outcome fact's id (its de-duplication id on the bus) is
 //! `outcome.<tenant>.<run>.<call id>`, the same for every attempt, so a republished
@@ -256,8 +256,8 @@ impl Event {
 }
 
 /// Checks an event's `time`, when it has one: RFC 3339, as CloudEvents requires. The
-/// `time` crate parses it (offsets and fractions included); it is already in the tree
-/// of every user of the `nats` feature.
+/// `time` crate parses it (offsets and fractions included); async-nats uses it too,
+/// so a NATS deployment builds it once.
 pub(crate) fn check_time(time: Option<&str>) -> Result<(), EventError> {
     use time::format_description::well_known::Rfc3339;
     match time {

@@ -22,7 +22,7 @@ use aaa_loop::{
     ModelRequest, ProviderCall, ToolLoop,
 };
 use aaa_tools::RunId;
-use aaa_tools::nats::NatsOptions;
+use aaa_tools_nats::NatsOptions;
 
 /// The model: a fixed two-turn script that says on stdout when it is asked.
 struct Script {

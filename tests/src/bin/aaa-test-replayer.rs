@@ -6,7 +6,7 @@
 use std::io::Write;
 
 use aaa_tools::RunId;
-use aaa_tools::nats::NatsOptions;
+use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 
 #[tokio::main]

@@ -7,10 +7,10 @@
 use std::io::Write;
 use std::time::Duration;
 
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{
     GuardConfig, LostLease, State, ToolContext, ToolHandler, ToolRegistry, tool, tools,
 };
+use aaa_tools_nats::NatsOptions;
 use serde_json::{Value, json};
 
 /// The ledger file shared by every worker of a test.

@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex};
 
 use aaa_tools::bus::{Bus, MemoryBus, Retention};
-use aaa_tools::nats::{NatsBus, NatsOptions};
 use aaa_tools::{GuardStore, MemoryStore};
+use aaa_tools_nats::{NatsBus, NatsOptions};
 use futures::future::BoxFuture;
 
 use super::{Backend, DUPLICATE_WINDOW};
@@ -107,7 +107,7 @@ impl Backend for Nats {
         Box::pin(async move {
             let buses = std::mem::take(&mut *self.buses.lock().unwrap());
             for bus in buses {
-                bus.jetstream()
+                bus.raw_jetstream()
                     .client()
                     .drain()
                     .await

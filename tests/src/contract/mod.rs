@@ -5,9 +5,12 @@
 //!
 //! Each case is an async fn over `&dyn Bus` or `&dyn GuardStore` (in [`bus`],
 //! [`consumers`] and [`store`]), or over a [`Backend`] when it needs more than one
-//! handle or has to close the bus. `tests/bus_contract.rs` and
-//! `tests/store_contract.rs` run every case against every backend, one test each. To
-//! check a new backend, implement [`Backend`] for it and add it to those two lists.
+//! handle or has to close the bus. [`bus_suite!`](crate::bus_suite) and
+//! [`store_suite!`](crate::store_suite) make one test of each case on a backend:
+//! `tests/bus_contract.rs` and `tests/store_contract.rs` run them on the embedded
+//! backends, and the same files of `aaa-tools-nats` on the JetStream ones. To check a
+//! new backend, implement [`Backend`] for it and call the two macros in its crate's
+//! tests.
 //!
 //! # What the cases rely on
 //!
@@ -37,6 +40,7 @@ mod backends;
 pub mod bus;
 pub mod consumers;
 pub mod store;
+mod suite;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -33,7 +33,7 @@ use async_nats::jetstream::{self};
 use futures::StreamExt;
 
 /// Where call records are kept: the subject of record `<key>` is this and `<key>`.
-pub(super) const SUBJECT_PREFIX: &str = "aaa.$g.";
+pub(crate) const SUBJECT_PREFIX: &str = "aaa.$g.";
 
 /// The server's header naming the subject an expected last sequence applies to.
 const EXPECTED_SUBJECT: &str = "Nats-Expected-Last-Subject-Sequence-Subject";
@@ -54,7 +54,7 @@ fn conflict(key: &str, expected: Revision) -> StoreError {
 /// Reads an ordered consumer's `messages` to the last one stored when it was created
 /// (the caller skips this when it had none pending), handing each to `visit` until it
 /// breaks.
-pub(super) async fn read_to_end<S, E>(
+pub(crate) async fn read_to_end<S, E>(
     mut messages: S,
     mut visit: impl FnMut(jetstream::Message) -> ControlFlow<()>,
 ) -> Result<(), StoreError>
@@ -74,7 +74,7 @@ where
 
 /// The call records on the facts stream.
 #[derive(Clone)]
-pub(super) struct StreamRecords {
+pub(crate) struct StreamRecords {
     js: jetstream::Context,
     stream: stream::Stream,
     /// Whether the server takes [`EXPECTED_SUBJECT`] (2.11 and later).
@@ -82,20 +82,20 @@ pub(super) struct StreamRecords {
 }
 
 impl StreamRecords {
-    pub(super) fn new(js: jetstream::Context, stream: stream::Stream, fences: bool) -> Self {
+    pub(crate) fn new(js: jetstream::Context, stream: stream::Stream, fences: bool) -> Self {
         StreamRecords { js, stream, fences }
     }
 
-    pub(super) fn fences(&self) -> bool {
+    pub(crate) fn fences(&self) -> bool {
         self.fences
     }
 
-    pub(super) fn stream(&self) -> &stream::Stream {
+    pub(crate) fn stream(&self) -> &stream::Stream {
         &self.stream
     }
 
     fn subject(key: &str) -> String {
-        crate::ids::concat(&[SUBJECT_PREFIX, key])
+        format!("{SUBJECT_PREFIX}{key}")
     }
 
     /// Publishes `payload` at `subject` if the last message at `on` has sequence
@@ -149,11 +149,11 @@ impl StreamRecords {
         }
     }
 
-    pub(super) async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
+    pub(crate) async fn create(&self, key: &str, value: Vec<u8>) -> Result<Revision, StoreError> {
         self.write(key, value, 0).await
     }
 
-    pub(super) async fn update(
+    pub(crate) async fn update(
         &self,
         key: &str,
         value: Vec<u8>,
@@ -167,7 +167,7 @@ impl StreamRecords {
     }
 
     /// The record and when the server stored it (Unix nanoseconds).
-    pub(super) async fn get(&self, key: &str) -> Result<Option<(Entry, i128)>, StoreError> {
+    pub(crate) async fn get(&self, key: &str) -> Result<Option<(Entry, i128)>, StoreError> {
         match self
             .stream
             .get_last_raw_message_by_subject(&Self::subject(key))
@@ -215,7 +215,7 @@ impl StreamRecords {
         }
     }
 
-    pub(super) async fn delete(&self, key: &str) -> Result<(), StoreError> {
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.stream
             .purge()
             .filter(Self::subject(key))
@@ -235,8 +235,8 @@ impl OutcomeLog for StreamRecords {
         StoreFuture::new(async move {
             let OutcomeFact { address, id, bytes } = outcome;
             aaa_guard::check_key(key)?;
-            super::check_subject(address, false).map_err(|why| {
-                StoreError::Unavailable(format!("cannot publish at {address:?}: {why}"))
+            crate::check_subject(address).map_err(|error| {
+                StoreError::Unavailable(format!("cannot publish the outcome: {error}"))
             })?;
             if revision == 0 {
                 return Err(conflict(key, revision));
@@ -265,8 +265,8 @@ impl OutcomeLog for StreamRecords {
         StoreFuture::new(async move {
             aaa_guard::check_key(key)?;
             for subject in subjects {
-                super::check_subject(subject, false).map_err(|why| {
-                    StoreError::Unavailable(format!("cannot read {subject:?}: {why}"))
+                crate::check_subject(subject).map_err(|error| {
+                    StoreError::Unavailable(format!("cannot look for the outcome: {error}"))
                 })?;
             }
             // The search starts at the record's oldest write still kept: every fenced

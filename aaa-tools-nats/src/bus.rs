@@ -10,13 +10,14 @@ use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use super::{NatsError, NatsOptions, Storage, check_subject};
-use crate::bus::{
+use aaa_tools::bus::{
     Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
     Subscription,
 };
 
-/// The JetStream [`Bus`] (see the [module docs](super) for the layout and guarantees).
+use crate::{NatsError, NatsOptions, Storage, check_filter, check_subject};
+
+/// The JetStream [`Bus`] (see the [crate docs](crate) for the layout and guarantees).
 /// Cheap to clone; clones share one connection.
 #[derive(Clone)]
 pub struct NatsBus {
@@ -37,16 +38,11 @@ impl std::fmt::Debug for NatsBus {
     }
 }
 
-pub(super) fn storage_type(storage: Storage) -> StorageType {
+pub(crate) fn storage_type(storage: Storage) -> StorageType {
     match storage {
         Storage::File => StorageType::File,
         Storage::Memory => StorageType::Memory,
     }
-}
-
-/// Checks a filter for the stream, as a bus error.
-fn valid_filter(filter: &str) -> Result<(), BusError> {
-    check_subject(filter, true).map_err(|why| crate::bus::invalid_filter(filter, why))
 }
 
 /// Checks a subject to publish on and a payload's size against the server's
@@ -58,10 +54,7 @@ fn publish_headers(
     payload: usize,
     max_payload: usize,
 ) -> Result<async_nats::HeaderMap, BusError> {
-    check_subject(subject, false).map_err(|detail| BusError::Invalid {
-        what: "subject",
-        detail: format!("{subject:?}: {detail}"),
-    })?;
+    check_subject(subject)?;
     let mut headers = async_nats::HeaderMap::new();
     if let Some(id) = msg_id {
         headers.insert(async_nats::header::NATS_MESSAGE_ID, id);
@@ -86,7 +79,7 @@ fn unavailable(error: impl std::fmt::Display) -> BusError {
 }
 
 /// The settings of the facts stream.
-pub(super) fn facts_stream(options: &NatsOptions) -> stream::Config {
+pub(crate) fn facts_stream(options: &NatsOptions) -> stream::Config {
     stream::Config {
         name: options.stream.clone(),
         subjects: vec!["aaa.>".into()],
@@ -111,7 +104,7 @@ const STORED: &str = "aaa-stored";
 /// headers. [`NatsBus::listen`] subscribes there: a listener hears of an outcome only
 /// once the stream holds it (a publish the stream refuses, a repeat it drops as a
 /// duplicate, is never republished), in the stream's order.
-pub(super) fn outcome_republish() -> stream::Republish {
+pub(crate) fn outcome_republish() -> stream::Republish {
     stream::Republish {
         source: "aaa.*.*.tool.*.*".into(),
         destination: format!(
@@ -124,11 +117,11 @@ pub(super) fn outcome_republish() -> stream::Republish {
 /// The subject `listen` subscribes to for `filter`: the republished outcome subjects
 /// it stands for; an error for a filter outside the outcome facts.
 fn republished(filter: &str) -> Result<String, BusError> {
-    valid_filter(filter)?;
+    check_filter(filter)?;
     let tokens: Vec<&str> = filter.split('.').collect();
     match tokens.as_slice() {
         ["aaa", _, _, "tool", _, _] => Ok(format!("{STORED}{}", &filter[3..])),
-        _ => Err(crate::bus::invalid_filter(
+        _ => Err(aaa_tools::bus::invalid_filter(
             filter,
             "the JetStream bus listens to the facts of one call only, outcomes and \
              cancels (`aaa.<tenant>.<run>.tool.<how>.<call>`, wildcards allowed)"
@@ -167,7 +160,7 @@ impl NatsBus {
         options.validate()?;
         let options = Arc::new(options);
         // Servers from 2.10 take several filters per consumer.
-        let multi_filter = super::server_at_least(&client.server_info().version, (2, 10));
+        let multi_filter = crate::server_at_least(&client.server_info().version, (2, 10));
         let max_payload = client.server_info().max_payload;
         let js = jetstream::new(client);
         let config = facts_stream(&options);
@@ -175,8 +168,8 @@ impl NatsBus {
         let stream = js
             .get_or_create_stream(config.clone())
             .await
-            .map_err(|error| super::setup_error(what.clone(), error))?;
-        super::check_stream(&what, &stream.cached_info().config, &config, true)?;
+            .map_err(|error| crate::setup_error(what.clone(), error))?;
+        crate::check_stream(&what, &stream.cached_info().config, &config, true)?;
         Ok(NatsBus {
             js,
             stream,
@@ -235,7 +228,7 @@ impl NatsBus {
                 ),
             });
         };
-        valid_filter(filter)?;
+        check_filter(filter)?;
         let name_ok = !spec.durable.is_empty()
             && spec
                 .durable
@@ -291,8 +284,26 @@ impl NatsBus {
         Ok((info.num_ack_pending as u64, info.num_pending))
     }
 
-    /// The connection's JetStream context (for what the bus does not cover).
-    pub fn jetstream(&self) -> &jetstream::Context {
+    /// **Escape hatch**: the connection's raw async-nats JetStream context, for what the
+    /// bus does not cover (reading the stream's or a consumer's state, an operator's
+    /// tool, a test that looks under the bus).
+    ///
+    /// The returned type is async-nats', so code that calls this depends on the
+    /// async-nats version this crate was built with (see `Cargo.toml`), not only on
+    /// this crate: an async-nats upgrade here may break it even in a release of this
+    /// crate that changes nothing else. Add the same async-nats version to your own
+    /// dependencies to name its types. Everything else in this crate hides async-nats.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let (bus, _store) = aaa_tools_nats::NatsOptions::new("nats://127.0.0.1:4222")
+    ///     .connect_parts()
+    ///     .await?;
+    /// let stream = bus.raw_jetstream().get_stream("AAA").await?;
+    /// println!("{} messages", stream.cached_info().state.messages);
+    /// # Ok(()) }
+    /// ```
+    pub fn raw_jetstream(&self) -> &jetstream::Context {
         &self.js
     }
 }
@@ -375,7 +386,7 @@ impl Bus for NatsBus {
         filter: &'a str,
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         BusFuture::new(async move {
-            valid_filter(filter)?;
+            check_filter(filter)?;
             self.ordered(pull::OrderedConfig {
                 filter_subject: filter.to_owned(),
                 ..Default::default()
@@ -390,7 +401,7 @@ impl Bus for NatsBus {
     ) -> BusFuture<'a, BoxStream<'static, Result<Stored, BusError>>> {
         BusFuture::new(async move {
             for filter in filters {
-                valid_filter(filter)?;
+                check_filter(filter)?;
             }
             if self.multi_filter && filters.len() > 1 {
                 let config = pull::OrderedConfig {
@@ -405,7 +416,7 @@ impl Bus for NatsBus {
                     }
                 }
             }
-            crate::bus::replay_covering(self, filters).await
+            aaa_tools::bus::replay_covering(self, filters).await
         })
     }
 
@@ -443,7 +454,7 @@ impl NatsBus {
             .map(|f| republished(f))
             .collect::<Result<Vec<_>, _>>()?;
         if subjects.is_empty() {
-            return Err(crate::bus::no_filters());
+            return Err(aaa_tools::bus::no_filters());
         }
         let client = self.js.client();
         let mut subscribers = Vec::with_capacity(subjects.len());
@@ -514,7 +525,7 @@ impl NatsBus {
     /// [`Bus::first`]: the stream's next message on `filter` from its first sequence
     /// number, asked of the stream's leader (so a message just stored is found).
     async fn first_stored(&self, filter: &str) -> Result<Option<Stored>, BusError> {
-        valid_filter(filter)?;
+        check_filter(filter)?;
         match self
             .stream
             .get_first_raw_message_by_subject(filter, 1)

@@ -14,8 +14,8 @@ use aaa_guard::{
 use aaa_tests::NatsServer;
 use aaa_tools::bus::Bus;
 use aaa_tools::event::{self, AttemptFact, Event};
-use aaa_tools::nats::{NatsOptions, NatsStore};
 use aaa_tools::{Engine, GuardConfig, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools_nats::{NatsOptions, NatsStore};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -55,13 +55,17 @@ async fn call_records_live_on_the_facts_stream_and_other_records_in_the_bucket()
         .create(HANDLER, "approval.t.r.c1", b"a".to_vec())
         .await
         .unwrap();
-    let facts = bus.jetstream().get_stream("AAA").await.unwrap();
+    let facts = bus.raw_jetstream().get_stream("AAA").await.unwrap();
     let last = facts
         .get_last_raw_message_by_subject("aaa.$g.guard.t.r.c1")
         .await
         .unwrap();
     assert_eq!((last.payload.to_vec(), last.sequence), (b"2".to_vec(), rev));
-    let bucket = bus.jetstream().get_key_value("aaa_guard").await.unwrap();
+    let bucket = bus
+        .raw_jetstream()
+        .get_key_value("aaa_guard")
+        .await
+        .unwrap();
     assert!(bucket.get("guard.t.r.c1").await.unwrap().is_none());
     assert_eq!(
         bucket.get("approval.t.r.c1").await.unwrap().as_deref(),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::NatsError;
+use crate::NatsError;
 
 /// Where JetStream keeps the stream and the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Auth {
 ///
 /// ```
 /// use std::time::Duration;
-/// use aaa_tools::nats::{NatsOptions, Storage};
+/// use aaa_tools_nats::{NatsOptions, Storage};
 ///
 /// let options = NatsOptions::new("nats://127.0.0.1:4222")
 ///     .server("nats://10.0.0.2:4222")
@@ -58,23 +58,23 @@ impl std::fmt::Debug for Auth {
 /// ```
 #[derive(Debug, Clone)]
 pub struct NatsOptions {
-    pub(super) servers: Vec<String>,
+    pub(crate) servers: Vec<String>,
     auth: Auth,
     tls_required: bool,
     root_certificates: Vec<PathBuf>,
     client_certificate: Option<(PathBuf, PathBuf)>,
     name: Option<String>,
     inbox_prefix: Option<String>,
-    pub(super) stream: String,
-    pub(super) bucket: String,
-    pub(super) replicas: usize,
-    pub(super) storage: Storage,
-    pub(super) max_age: Duration,
-    pub(super) duplicate_window: Duration,
-    pub(super) max_workers: usize,
-    pub(super) request_timeout: Duration,
-    pub(super) pull_expires: Duration,
-    pub(super) fenced_outcomes: bool,
+    pub(crate) stream: String,
+    pub(crate) bucket: String,
+    pub(crate) replicas: usize,
+    pub(crate) storage: Storage,
+    pub(crate) max_age: Duration,
+    pub(crate) duplicate_window: Duration,
+    pub(crate) max_workers: usize,
+    pub(crate) request_timeout: Duration,
+    pub(crate) pull_expires: Duration,
+    pub(crate) fenced_outcomes: bool,
 }
 
 impl NatsOptions {
@@ -226,7 +226,7 @@ impl NatsOptions {
     }
 
     /// Whether outcomes are committed in one conditional write where the server takes
-    /// it (2.11 and later; default `true`; see [the module docs](super)). Turn it off
+    /// it (2.11 and later; default `true`; see [the crate docs](crate)). Turn it off
     /// while a cluster's servers straddle 2.11: a leader before 2.11 would store a
     /// stale attempt's outcome. Outcomes are then committed on the call's record first
     /// and published after, on every server.
@@ -245,7 +245,7 @@ impl NatsOptions {
         &self.bucket
     }
 
-    pub(super) fn validate(&self) -> Result<(), NatsError> {
+    pub(crate) fn validate(&self) -> Result<(), NatsError> {
         let bad = |detail: String| Err(NatsError::Options(detail));
         if self.servers.is_empty() {
             return bad("no server URL given".into());
@@ -280,7 +280,7 @@ impl NatsOptions {
     }
 
     /// The async-nats options these settings stand for.
-    pub(super) async fn connect_options(&self) -> Result<async_nats::ConnectOptions, NatsError> {
+    pub(crate) async fn connect_options(&self) -> Result<async_nats::ConnectOptions, NatsError> {
         let mut options = async_nats::ConnectOptions::new()
             .request_timeout(Some(self.request_timeout))
             .require_tls(self.tls_required)

@@ -1,11 +1,12 @@
-//! Many machines: the JetStream [`Bus`](crate::bus::Bus) and
-//! [`GuardStore`](aaa_guard::GuardStore) (feature `nats`).
+//! Many machines: the [aaa-tools](aaa_tools) engine on NATS JetStream, a
+//! [`Bus`](aaa_tools::bus::Bus) ([`NatsBus`]) and a [`GuardStore`](aaa_guard::GuardStore)
+//! ([`NatsStore`]) on one server or cluster.
 //!
 //! Workers on several machines serve the same tools against one NATS server or
 //! cluster, with the same API and guarantees as the embedded engine:
 //!
 //! ```no_run
-//! use aaa_tools::nats::NatsOptions;
+//! use aaa_tools_nats::NatsOptions;
 //! use aaa_tools::{ToolHandler, ToolRegistry, tool};
 //!
 //! /// Adds two numbers.
@@ -26,7 +27,7 @@
 //! - **One stream** (default `AAA`, subjects `aaa.>`, file storage, limits retention,
 //!   facts kept `max_age`) holds every fact of every run under
 //!   `aaa.<tenant>.<run>.<type>`, so a run replays by the filter `aaa.<tenant>.<run>.>`.
-//!   Ids are limited to `[A-Za-z0-9_-]` (see [`RunId`](crate::RunId)), and every
+//!   Ids are limited to `[A-Za-z0-9_-]` (see [`RunId`](aaa_tools::RunId)), and every
 //!   subject and filter is checked before it reaches the server, so no id can widen a
 //!   subscription.
 //! - **Outcome waiting** costs the server nothing per run or per call. The stream
@@ -52,7 +53,7 @@
 //!   for its last sequence number when it starts listening (and after a gap), so that
 //!   only calls requested before that look a cancel up (one `STREAM.MSG.GET`). A
 //!   stream made by an earlier version needs no change.
-//! - **Replays** ([`RunHandle::facts`](crate::RunHandle::facts)) read through an
+//! - **Replays** ([`RunHandle::facts`](aaa_tools::RunHandle::facts)) read through an
 //!   ordered (ephemeral) consumer, deleted when the replay is dropped, and by the
 //!   server 30 s after its reader stops asking when the reading process dies. Servers
 //!   from 2.10 take several filters on one consumer (async-nats' `server_2_10`
@@ -60,7 +61,7 @@
 //!   covering filter and the client drops what matches none.
 //! - **Durable pull consumers** `aaa-tool-requests` (`aaa.*.*.tool.requested`) and
 //!   `aaa-approval-signals` (`aaa.*.*.approval.*`), explicit acks, `AckWait` = the
-//!   handler's [`ack_wait`](crate::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
+//!   handler's [`ack_wait`](aaa_tools::ToolHandler::ack_wait), no `MaxDeliver` (the guard's
 //!   attempt cap decides when a call is abandoned, and abandoning acks it),
 //!   `MaxAckPending` = `max_in_flight` × [`max_workers`](NatsOptions::max_workers).
 //!   A worker pulls **only for free pool slots**: it asks for at most as many messages
@@ -165,6 +166,16 @@
 //! and transparent reconnects; the bus uses its pull consumers and publish acks, and
 //! the store its publish acks and stream reads (call records) and its KV bucket handle
 //! (the rest).
+//!
+//! # Why a crate of its own
+//!
+//! `aaa-tools` holds the engine and the embedded backends and knows nothing of NATS;
+//! this crate implements its public [`Bus`](aaa_tools::bus::Bus) and
+//! [`GuardStore`](aaa_guard::GuardStore) contracts, as any other backend would. So an
+//! async-nats release changes this crate only, and a program that runs in one process
+//! does not build a NATS client. Nothing of async-nats is in this crate's API but one
+//! item named for it, [`NatsBus::raw_jetstream`]: code that uses it depends on the
+//! async-nats version this crate was built with.
 
 mod bus;
 mod options;
@@ -175,7 +186,8 @@ pub use bus::NatsBus;
 pub use options::{NatsOptions, Storage};
 pub use store::NatsStore;
 
-use crate::engine::Engine;
+use aaa_tools::Engine;
+use aaa_tools::bus::BusError;
 
 /// Connecting to NATS or setting up the stream and bucket failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -218,7 +230,7 @@ pub enum NatsError {
 
 /// A setup error for `what`, with what to do where the server's answer is known to
 /// puzzle: no JetStream, or replicas on a server outside a cluster.
-pub(crate) fn setup_error(what: String, error: impl std::fmt::Display) -> NatsError {
+fn setup_error(what: String, error: impl std::fmt::Display) -> NatsError {
     let detail = error.to_string();
     let lower = detail.to_lowercase();
     let hint = if ["not enabled", "unavailable", "no responders"]
@@ -241,7 +253,7 @@ pub(crate) fn setup_error(what: String, error: impl std::fmt::Display) -> NatsEr
 
 /// Checks an existing stream's configuration against the one the options ask for:
 /// subjects (when `subjects` is set), replicas, republish, storage.
-pub(crate) fn check_stream(
+fn check_stream(
     what: &str,
     found: &async_nats::jetstream::stream::Config,
     wanted: &async_nats::jetstream::stream::Config,
@@ -322,22 +334,39 @@ impl NatsOptions {
 }
 
 /// Whether a server of `version` (`major.minor.patch`) is at least `least`.
-pub(crate) fn server_at_least(version: &str, least: (u32, u32)) -> bool {
+fn server_at_least(version: &str, least: (u32, u32)) -> bool {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= least
 }
 
-/// Checks a subject or filter as the bus does, and that it lies in the stream (`aaa.`).
-pub(crate) fn check_subject(subject: &str, wildcards: bool) -> Result<(), String> {
-    if !subject.starts_with("aaa.") {
-        return Err("it must start with `aaa.`".into());
+/// The start of every subject and filter on the stream.
+const STREAM_PREFIX: &str = "aaa.";
+
+/// Checks a subject to publish on as every bus does, and that it lies in the stream.
+fn check_subject(subject: &str) -> Result<(), BusError> {
+    if !subject.starts_with(STREAM_PREFIX) {
+        return Err(BusError::Invalid {
+            what: "subject",
+            detail: format!("{subject:?}: it must start with `{STREAM_PREFIX}`"),
+        });
     }
-    crate::bus::check_subject(subject, wildcards)
+    aaa_tools::bus::check_publish_subject(subject)
+}
+
+/// Checks a filter as every bus does, and that it lies in the stream.
+fn check_filter(filter: &str) -> Result<(), BusError> {
+    if !filter.starts_with(STREAM_PREFIX) {
+        return Err(aaa_tools::bus::invalid_filter(
+            filter,
+            format!("it must start with `{STREAM_PREFIX}`"),
+        ));
+    }
+    aaa_tools::bus::check_filter(filter)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{check_subject, server_at_least};
+    use super::{check_filter, check_subject, server_at_least};
 
     #[test]
     fn server_versions_compare_by_major_and_minor() {
@@ -351,15 +380,16 @@ mod tests {
 
     #[test]
     fn subjects_cannot_widen() {
-        assert!(check_subject("aaa.t.r.tool.requested", false).is_ok());
-        assert!(check_subject("aaa.t.r.>", true).is_ok());
-        assert!(check_subject("aaa.*.*.tool.requested", true).is_ok());
-        assert!(check_subject("aaa.t.r.>", false).is_err());
-        assert!(check_subject("aaa.t.*.x", false).is_err());
-        assert!(check_subject("aaa.t>.r", true).is_err());
-        assert!(check_subject("aaa.>.r", true).is_err());
-        assert!(check_subject("aaa..r", false).is_err());
-        assert!(check_subject("aaa.t r.x", false).is_err());
-        assert!(check_subject("other.t", false).is_err());
+        assert!(check_subject("aaa.t.r.tool.requested").is_ok());
+        assert!(check_filter("aaa.t.r.>").is_ok());
+        assert!(check_filter("aaa.*.*.tool.requested").is_ok());
+        assert!(check_subject("aaa.t.r.>").is_err());
+        assert!(check_subject("aaa.t.*.x").is_err());
+        assert!(check_filter("aaa.t>.r").is_err());
+        assert!(check_filter("aaa.>.r").is_err());
+        assert!(check_subject("aaa..r").is_err());
+        assert!(check_subject("aaa.t r.x").is_err());
+        assert!(check_subject("other.t").is_err());
+        assert!(check_filter("other.>").is_err());
     }
 }

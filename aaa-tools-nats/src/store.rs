@@ -1,5 +1,5 @@
 //! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket, with call records on the
-//! facts stream (see [`records`](super::records)).
+//! facts stream (see [`records`](crate::records)).
 
 use std::ops::ControlFlow;
 use std::time::Duration;
@@ -12,9 +12,9 @@ use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKin
 use async_nats::jetstream::stream::{self, DiscardPolicy};
 use async_nats::jetstream::{self};
 
-use super::bus::storage_type;
-use super::records::{self, StreamRecords};
-use super::{NatsError, NatsOptions};
+use crate::bus::storage_type;
+use crate::records::{self, StreamRecords};
+use crate::{NatsError, NatsOptions};
 
 /// The JetStream [`GuardStore`]: one key per record, compare-and-set on the key's
 /// revision (the stream sequence of its last write). Where a record lives follows its
@@ -60,7 +60,7 @@ impl NatsStore {
         let js = jetstream::new(client.clone());
         let bucket = &options.bucket;
         let what = format!("KV bucket {bucket}");
-        let setup = |detail: String| super::setup_error(what.clone(), detail);
+        let setup = |detail: String| crate::setup_error(what.clone(), detail);
         let kv = match js.get_key_value(bucket.as_str()).await {
             Ok(kv) => kv,
             Err(_) => create_bucket(&js, &options).await.map_err(setup)?,
@@ -74,14 +74,14 @@ impl NatsStore {
             storage: storage_type(options.storage),
             ..Default::default()
         };
-        super::check_stream(&what, &stream.cached_info().config, &wanted, false)?;
+        crate::check_stream(&what, &stream.cached_info().config, &wanted, false)?;
         let clock_key = format!("clock={}", uuid::Uuid::new_v4().simple());
         let facts = js
-            .get_or_create_stream(super::bus::facts_stream(&options))
+            .get_or_create_stream(crate::bus::facts_stream(&options))
             .await
-            .map_err(|error| super::setup_error(format!("stream {}", options.stream), error))?;
+            .map_err(|error| crate::setup_error(format!("stream {}", options.stream), error))?;
         let fences = options.fenced_outcomes
-            && super::server_at_least(&client.server_info().version, (2, 11));
+            && crate::server_at_least(&client.server_info().version, (2, 11));
         Ok(NatsStore {
             records: StreamRecords::new(js, facts, fences),
             client,
@@ -275,7 +275,7 @@ impl GuardStore for NatsStore {
     }
 
     /// From nats-server 2.11: an outcome is published only if its call's record is
-    /// unchanged, in one write (see [the module docs](super)).
+    /// unchanged, in one write (see [the crate docs](crate)).
     fn outcome_log(&self) -> Option<&dyn OutcomeLog> {
         self.records
             .fences()

@@ -17,15 +17,15 @@
 //! runs, the 100 000-call run's last p50 within 1.5× its first. Printed, never
 //! asserted. Without `--bench` (under `cargo test --benches`) it runs one small row.
 //!
-//! Run: `cargo bench -p aaa-tests --bench scale`.
+//! Run: `cargo bench -p aaa-tools-nats --bench scale`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use aaa_tests::{NatsServer, RawJetStream};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{Engine, HandlerHandle, ToolHandler, ToolRegistry, tools};
+use aaa_tools_nats::NatsOptions;
 use serde_json::json;
 use tokio::runtime::Runtime;
 

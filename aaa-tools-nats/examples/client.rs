@@ -1,6 +1,6 @@
 //! A client: submits one model turn of calls to the workers on a NATS JetStream server
 //! and prints each outcome as the model would read it, with the worker that ran it.
-//! Start a server and some workers first (see `examples/worker.rs`).
+//! Start a server and some workers first (see `worker.rs` beside this file).
 //!
 //! ```sh
 //! cargo run --example client            # NATS_URL, default nats://127.0.0.1:4222
@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aaa_tools::ToolCall;
-use aaa_tools::nats::NatsOptions;
+use aaa_tools_nats::NatsOptions;
 use serde_json::json;
 
 #[tokio::main]

@@ -1,14 +1,15 @@
 //! The JetStream bus and KV store against a real `nats-server`, in one process: the
 //! same calls as on the embedded engine, bad input, and what only JetStream does (the
 //! contracts every bus and store keep are the shared suite's: `bus_contract.rs` and
-//! `store_contract.rs`).
+//! `store_contract.rs`). A client killed mid-replay, which takes a process of its own,
+//! is in the workspace's `tests/tests/nats_faults.rs`.
 
 use std::time::Duration;
 
 use aaa_tests::NatsServer;
 use aaa_tools::bus::{Bus, BusError, ConsumerSpec};
-use aaa_tools::nats::{NatsOptions, NatsStore};
 use aaa_tools::{FailureKind, GuardStore, RecordKind, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools_nats::{NatsOptions, NatsStore};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -263,7 +264,7 @@ async fn a_server_or_stream_set_up_otherwise_is_a_clear_error() {
     let error = NatsOptions::new(server.url()).connect().await.unwrap_err();
     let text = error.to_string();
     assert!(
-        matches!(error, aaa_tools::nats::NatsError::Mismatch { .. }),
+        matches!(error, aaa_tools_nats::NatsError::Mismatch { .. }),
         "{text}"
     );
     for expected in [
@@ -285,12 +286,6 @@ async fn a_server_or_stream_set_up_otherwise_is_a_clear_error() {
     drop(engine);
 }
 
-/// The consumers on the facts stream, by the server's count.
-async fn consumers(bus: &aaa_tools::nats::NatsBus) -> usize {
-    let mut stream = bus.jetstream().get_stream("AAA").await.unwrap();
-    stream.info().await.unwrap().state.consumer_count
-}
-
 /// Waiting costs the server nothing per run or per call: 200 runs of two calls each,
 /// waited on at once, leave the stream with the consumers it had (the workers'), and
 /// a replay's consumer is gone once the replay is dropped.
@@ -305,7 +300,7 @@ async fn waiting_for_outcomes_holds_no_consumer_and_a_dropped_replay_none() {
     let client = aaa_tools::Engine::new(bus.clone(), store);
     let registry = ToolRegistry::new(tools![add]).unwrap();
     let _handle = ToolHandler::new(registry).attach(&worker).await.unwrap();
-    let before = consumers(&bus).await;
+    let before = aaa_tests::stream_consumers(&bus).await;
 
     let runs: Vec<_> = (0..200).map(|_| client.new_run()).collect();
     let calls = runs.iter().enumerate().map(|(i, run)| async move {
@@ -319,7 +314,7 @@ async fn waiting_for_outcomes_holds_no_consumer_and_a_dropped_replay_none() {
         assert_eq!(second, Some(json!(i + 2)));
     }
     assert_eq!(
-        consumers(&bus).await,
+        aaa_tests::stream_consumers(&bus).await,
         before,
         "no consumer per run or per call"
     );
@@ -346,57 +341,13 @@ async fn waiting_for_outcomes_holds_no_consumer_and_a_dropped_replay_none() {
 
     // The replay above is dropped: its consumer goes (deleted, not left to expire).
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while consumers(&bus).await != before {
+    while aaa_tests::stream_consumers(&bus).await != before {
         assert!(
             std::time::Instant::now() < deadline,
             "the replay's consumer was not deleted"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// A client killed (-9) in the middle of a replay leaves nothing on the server: the
-/// replay's consumer expires by itself within its inactivity threshold (30 s).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_killed_mid_replay_leaves_no_consumer() {
-    use tokio::io::AsyncBufReadExt;
-
-    let Some(server) = NatsServer::start() else {
-        return;
-    };
-    let (bus, store) = NatsOptions::new(server.url())
-        .connect_parts()
-        .await
-        .unwrap();
-    let engine = aaa_tools::Engine::new(bus.clone(), store);
-    let run = engine.new_run();
-    run.request("add", json!({"a": 1, "b": 2})).await.unwrap();
-    let mut replayer = tokio::process::Command::new(env!("CARGO_BIN_EXE_aaa-test-replayer"))
-        .env("AAA_NATS_URL", server.url())
-        .env("AAA_RUN", run.run_id().as_str())
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = tokio::io::BufReader::new(replayer.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await;
-    assert_eq!(line.unwrap().unwrap().as_deref(), Some("replaying"));
-    assert_eq!(consumers(&bus).await, 1, "the replay's consumer");
-
-    replayer.start_kill().unwrap();
-    replayer.wait().await.unwrap();
-    let killed = std::time::Instant::now();
-    while consumers(&bus).await != 0 {
-        assert!(
-            killed.elapsed() < Duration::from_secs(45),
-            "the consumer of a dead client's replay is still there"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    println!(
-        "a dead client's replay consumer was gone {:.1} s after the kill",
-        killed.elapsed().as_secs_f64()
-    );
 }
 
 /// An account whose consumer limit the workers' two consumers fill: calls still run

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use aaa_tests::NatsServer;
 use aaa_tools::event::{self, ApprovalRefused, ApprovalRequested, Event};
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{
     ApprovalDecision, CallId, Engine, FailureKind, HandlerHandle, RunHandle, RunId, TenantId,
     ToolCall, ToolHandler, ToolRegistry, tool, tools,
 };
+use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 use serde_json::{Value, json};
 

@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use aaa_tools::nats::NatsOptions;
 use aaa_tools::{GuardConfig, ToolContext, ToolError, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools_nats::NatsOptions;
 use serde_json::{Value, json};
 
 /// The id of the worker running this call (so the client can show who ran what).
