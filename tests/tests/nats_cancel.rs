@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use aaa_tests::NatsServer;
 use aaa_tools::event::{TOOL_CANCELLED, TOOL_FAILED};
-use aaa_tools_nats::NatsOptions;
 use aaa_tools::{FailureKind, Outcome, State, ToolContext, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 use serde_json::json;
 use tokio::sync::Notify;
