@@ -570,8 +570,7 @@ pub fn fingerprint(
     arguments: &Value,
 ) -> String {
     use sha2::{Digest, Sha256};
-    let mut canonical = String::new();
-    write_canonical(arguments, &mut canonical);
+    let canonical = canonical_json(arguments);
     let mut hasher = Sha256::new();
     for part in [
         tenant.as_str(),
@@ -588,6 +587,23 @@ pub fn fingerprint(
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `value` in canonical JSON: object keys sorted, no spaces; what
+/// [`fingerprint`] hashes. Two values that differ only in the order of their keys
+/// give the same text.
+///
+/// ```
+/// use aaa_tools::event::canonical_json;
+/// use serde_json::json;
+///
+/// let text = canonical_json(&json!({"b": [1, {"d": 2, "c": 3}], "a": "x"}));
+/// assert_eq!(text, r#"{"a":"x","b":[1,{"c":3,"d":2}]}"#);
+/// ```
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
 }
 
 fn write_canonical(value: &Value, out: &mut String) {
