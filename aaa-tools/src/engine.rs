@@ -287,6 +287,16 @@ impl ToolCall {
         self
     }
 
+    /// Says that no call with this call's id was requested before: the caller knows,
+    /// having read the run (as an agent loop that resumes does) or made the id itself.
+    /// Waiting for the outcome then never asks the bus whether the call finished before
+    /// (for an id given with [`with_id`](Self::with_id), it does: one lookup per call).
+    /// Said wrongly, the outcome is still found, by the engine's periodic sweep.
+    pub fn first_request(mut self) -> Self {
+        self.fresh = true;
+        self
+    }
+
     /// Gives the call a fresh id now, to know it before the call is requested (the
     /// engine gives one when it is requested otherwise). Unlike an id given with
     /// [`with_id`](Self::with_id), no earlier call can have it, so waiting for its

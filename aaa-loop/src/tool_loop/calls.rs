@@ -191,7 +191,10 @@ impl TurnCalls<'_> {
             // Answered locally (see `answer`); never requested.
             _ => Value::Object(Map::new()),
         };
-        let request = ToolCall::new(call.name.clone(), arguments).with_id(id.clone());
+        // First: the loop read the run and found no request of `id` (see `Known`).
+        let request = ToolCall::new(call.name.clone(), arguments)
+            .with_id(id.clone())
+            .first_request();
         self.run.request_call(request).await?;
         self.emit.send(|| LoopEvent::CallRequested {
             turn: self.turn,
