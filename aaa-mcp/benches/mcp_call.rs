@@ -35,8 +35,6 @@ use std::time::{Duration, Instant};
 use aaa_mcp::{HttpOptions, HttpServer, McpServer};
 use aaa_tools::{Engine, HandlerHandle, ToolCall, ToolHandler, ToolRegistry, tools};
 use criterion::{Criterion, Throughput};
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -44,7 +42,6 @@ use rmcp::transport::{
     StreamableHttpClientTransport, StreamableHttpServerConfig, StreamableHttpService,
 };
 use rmcp::{RoleClient, ServiceExt};
-use serde::Deserialize;
 use serde_json::Value;
 use tokio::runtime::Runtime;
 
@@ -67,38 +64,9 @@ async fn add(a: i64, b: i64) -> i64 {
     a + b
 }
 
-/// The arguments of rmcp's `add`.
-#[derive(Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    /// The first addend.
-    a: i64,
-    /// The second addend.
-    b: i64,
-}
-
-/// rmcp's server: the same tool, on rmcp's router.
-#[derive(Clone)]
-struct RmcpAdder {
-    tool_router: ToolRouter<Self>,
-}
-
-#[rmcp::tool_router]
-impl RmcpAdder {
-    fn new() -> Self {
-        RmcpAdder {
-            tool_router: Self::tool_router(),
-        }
-    }
-
-    /// Add two integers.
-    #[rmcp::tool]
-    async fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> Json<i64> {
-        Json(a + b)
-    }
-}
-
-#[rmcp::tool_handler(router = self.tool_router)]
-impl rmcp::ServerHandler for RmcpAdder {}
+#[path = "support/rmcp_adder.rs"]
+mod rmcp_adder;
+use rmcp_adder::RmcpAdder;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {

@@ -30,12 +30,9 @@ use std::hint::black_box;
 use aaa_mcp::McpServer;
 use aaa_tools::bus::{MemoryBus, Retention};
 use aaa_tools::{Engine, MemoryStore, RunHandle, ToolCall, ToolHandler, ToolRegistry, tools};
-use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::{Json, Parameters};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
@@ -61,38 +58,9 @@ async fn add(a: i64, b: i64) -> i64 {
     a + b
 }
 
-/// The arguments of rmcp's `add`.
-#[derive(Deserialize, schemars::JsonSchema)]
-struct AddArgs {
-    /// The first addend.
-    a: i64,
-    /// The second addend.
-    b: i64,
-}
-
-/// rmcp's server: the same tool, on rmcp's router.
-#[derive(Clone)]
-struct RmcpAdder {
-    tool_router: ToolRouter<Self>,
-}
-
-#[rmcp::tool_router]
-impl RmcpAdder {
-    fn new() -> Self {
-        RmcpAdder {
-            tool_router: Self::tool_router(),
-        }
-    }
-
-    /// Add two integers.
-    #[rmcp::tool]
-    async fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> Json<i64> {
-        Json(a + b)
-    }
-}
-
-#[rmcp::tool_handler(router = self.tool_router)]
-impl rmcp::ServerHandler for RmcpAdder {}
+#[path = "../benches/support/rmcp_adder.rs"]
+mod rmcp_adder;
+use rmcp_adder::RmcpAdder;
 
 type Client = RunningService<RoleClient, ()>;
 
