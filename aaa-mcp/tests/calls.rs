@@ -3,7 +3,10 @@
 
 mod support;
 
+use std::io;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use aaa_mcp::{APPROVAL_META_KEY, Approvals, CALL_META_KEY, IDEMPOTENCY_KEY, McpServer};
@@ -18,6 +21,7 @@ use rmcp::service::{NotificationContext, RequestContext, RunningService, Service
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use support::TestServer;
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::Notify;
 
 /// What the test client saw, and how it answers approval forms.
@@ -28,6 +32,10 @@ struct Client {
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     forms: Arc<Mutex<Vec<String>>>,
     heard: Arc<Notify>,
+    /// Every byte the client read from the server, in the order sent. rmcp's client
+    /// handles each notification on a task of its own, so the order `on_progress` runs
+    /// in is not the order on the wire; tests that check order read this.
+    wire: Arc<Mutex<Vec<u8>>>,
 }
 
 impl ClientHandler for Client {
@@ -86,10 +94,49 @@ impl Client {
 async fn connect(server: McpServer, client: Client) -> RunningService<RoleClient, Client> {
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
+    let (read, write) = tokio::io::split(ours);
+    let read = Tap {
+        inner: read,
+        wire: client.wire.clone(),
+    };
     client
-        .serve(tokio::io::split(ours))
+        .serve((read, write))
         .await
         .expect("the client connects")
+}
+
+/// A reader that keeps a copy of what passes through it.
+struct Tap<R> {
+    inner: R,
+    wire: Arc<Mutex<Vec<u8>>>,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Tap<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if poll.is_ready() {
+            this.wire
+                .lock()
+                .unwrap()
+                .extend_from_slice(&buf.filled()[before..]);
+        }
+        poll
+    }
+}
+
+/// The JSON-RPC messages the server sent, in order.
+fn sent(wire: &Mutex<Vec<u8>>) -> Vec<Value> {
+    let wire = wire.lock().unwrap();
+    wire.split(|&b| b == b'\n')
+        .filter(|line| !line.is_empty())
+        .map(|line| serde_json::from_slice(line).expect("one JSON-RPC message per line"))
+        .collect()
 }
 
 fn params(name: &'static str, arguments: Value) -> CallToolRequestParams {
@@ -276,14 +323,30 @@ async fn progress_reaches_the_client_before_the_result() {
     )));
     let result = client.call_tool(request).await.unwrap();
     assert_eq!(text(&result), "5 steps done");
-    // The server forwards every report before it sends the result; the client
-    // dispatches notifications on its own task, so wait until it has handled them.
-    seen.heard_at_least(5).await;
-    let progress = seen.progress.lock().unwrap().clone();
-    let values: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    // On the wire, every report comes before the result, in the order reported.
+    let sent = sent(&seen.wire);
+    let result_at = sent
+        .iter()
+        .position(|m| m["result"]["content"][0]["text"] == "5 steps done")
+        .expect("the result was sent");
+    let progress: Vec<&Value> = sent
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m["method"] == "notifications/progress")
+        .map(|(at, m)| {
+            assert!(at < result_at, "progress after the result: {m}");
+            &m["params"]
+        })
+        .collect();
+    let values: Vec<f64> = progress
+        .iter()
+        .map(|p| p["progress"].as_f64().unwrap())
+        .collect();
     assert_eq!(values, [1.0, 2.0, 3.0, 4.0, 5.0]);
-    assert!(progress.iter().all(|p| p.total == Some(5.0)));
-    assert_eq!(progress[4].message.as_deref(), Some("step 5 of 5"));
+    assert!(progress.iter().all(|p| p["total"] == 5.0));
+    assert_eq!(progress[4]["message"], "step 5 of 5");
+    // The client's handler hears all of them too, each on a task of its own.
+    seen.heard_at_least(5).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
