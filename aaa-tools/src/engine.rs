@@ -463,7 +463,7 @@ impl RunHandle {
         if look_up {
             // Until the lookup answers (it retries while the bus is unavailable), the
             // outcome may also arrive through the listener. Boxed: rare, and it would
-            // enlarge every call's future.
+            // enlarge every call's future from 712 to 824 bytes (`tests/future_sizes.rs`).
             let looking = Box::pin(outcomes.look_up(&self.inner.run, call_id));
             tokio::select! {
                 looked = looking => looked?,
@@ -482,7 +482,8 @@ impl RunHandle {
         if let Some(outcomes) = self.inner.outcomes.get() {
             return Ok(outcomes);
         }
-        // Boxed: it happens once per handle, and would enlarge every call's future.
+        // Boxed: it happens once per handle, and would enlarge every call's future
+        // from 712 to 832 bytes (`tests/future_sizes.rs`).
         Box::pin(self.inner.outcomes.get_or_try_init(|| async {
             let outcomes = self.inner.engine.inner.outcomes.tenant(&self.inner.tenant);
             outcomes.listening().await?;

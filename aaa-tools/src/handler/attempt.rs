@@ -48,7 +48,8 @@ pub(super) async fn with_progress<F: Future>(
             out = &mut fut => return Some(out),
             _ = ticker.tick() => {
                 // Boxed: a heartbeat is rare next to the calls it would otherwise
-                // enlarge (every call's task carries this future's state).
+                // enlarge: unboxed, a message's handling grows from 5,072 to 5,320
+                // bytes (`lanes::tests::a_messages_handling_stays_small`).
                 if Box::pin(beat(core, message, lease)).await == Some(LostLease::Cancel) {
                     // Signal the tool, give it a heartbeat to stop cleanly, then drop
                     // it. Whatever it returns is not recorded.
@@ -312,8 +313,7 @@ pub(super) async fn execute(
         Ok(Ok(value)) => {
             let guards = &entry.handler.guards;
             let checked = if guards.has_post_checks() {
-                // Boxed: only calls with guardrails pay for the checks' future.
-                Box::pin(guards.check_after(&call.policy(arguments), value)).await
+                guards.check_after(&call.policy(arguments), value).await
             } else {
                 Ok(value)
             };

@@ -199,6 +199,9 @@ struct TooLargeFallback {
     call: Option<Box<Call>>,
 }
 
+// One pointer, however large a `Call` grows.
+const _: () = assert!(std::mem::size_of::<TooLargeFallback>() == std::mem::size_of::<usize>());
+
 impl TooLargeFallback {
     fn of(core: &Core, call: &Call) -> TooLargeFallback {
         let limited = core.engine.bus().max_payload().is_some();

@@ -201,11 +201,10 @@ impl Cancels {
         };
         if let Some(reason) = heard {
             watch.signal.fire(reason);
-        } else if look_up || seq <= self.horizon() {
-            // Boxed: rare, and it would enlarge every call's future.
-            if let Some(reason) = Box::pin(stored_cancel(core, &watch.key)).await {
-                watch.signal.fire(reason);
-            }
+        } else if (look_up || seq <= self.horizon())
+            && let Some(reason) = stored_cancel(core, &watch.key).await
+        {
+            watch.signal.fire(reason);
         }
         watch
     }

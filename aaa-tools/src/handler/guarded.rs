@@ -242,14 +242,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                         }
                     }
                 }
-                // Boxed, as the rare branches below: they would enlarge every call.
-                Box::pin(attempt::wait_a_poll(
-                    core,
-                    carrier,
-                    config.wait_poll(),
-                    &mut reported,
-                ))
-                .await;
+                attempt::wait_a_poll(core, carrier, config.wait_poll(), &mut reported).await;
             }
             OnDelivery::TakeOver { next } => {
                 let Some((old, revision)) = current else {
@@ -434,8 +427,7 @@ async fn commit(
             if !fence {
                 return Disposition::Leave;
             }
-            // Boxed: rare, and its state would enlarge every call's.
-            return Box::pin(superseded(core, call, attempt, &current, unreported)).await;
+            return superseded(core, call, attempt, &current, unreported).await;
         }
         // The first try takes the outcome; a conflict's retry reads it back.
         let outcome = match recorded.take() {
