@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::EventError;
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
-    ShortText, TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, ShortText,
+    TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 use crate::outcome::Outcome;
@@ -252,7 +252,7 @@ pub struct ToolCall {
     /// The call id (the provider's, when it gave one); a fresh one when `None`.
     pub call_id: Option<CallId>,
     /// The tool's name as the model sent it.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The arguments: an object, or a string of JSON as providers send them.
     pub arguments: Value,
     /// Metadata for the tool (`ToolContext::meta`).
@@ -264,7 +264,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `name` with `arguments`.
-    pub fn new(name: impl Into<SharedStr>, arguments: Value) -> Self {
+    pub fn new(name: impl Into<Arc<str>>, arguments: Value) -> Self {
         ToolCall {
             call_id: None,
             name: name.into(),
