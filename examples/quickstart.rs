@@ -168,7 +168,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let guards = GuardPolicy::new()
         .before(
             |call| match call.arguments.get("to").and_then(|t| t.as_str()) {
-                Some(to) if call.tool == "send_payment" && !to.starts_with("acct-") => {
+                Some(to) if &*call.tool == "send_payment" && !to.starts_with("acct-") => {
                     PreCall::Reject(format!(
                         "{to:?} is not a known account; payees look like \"acct-name\""
                     ))

@@ -26,7 +26,6 @@
 //!   write.
 //! - [`StoreFuture`]: the future of a store operation, which is its answer itself when
 //!   the store has it at once (the in-process one always does).
-//! - [`SharedStr`]: the shared text a record's tool name and worker id are held in.
 //!
 //! Most users never depend on this crate directly: `aaa-tools` re-exports these types.
 //!
@@ -51,7 +50,6 @@ mod lease;
 mod memory_store;
 mod outcome_log;
 mod record;
-mod shared_str;
 mod store;
 mod store_future;
 mod written;
@@ -61,7 +59,6 @@ pub use lease::LeaseWatch;
 pub use memory_store::MemoryStore;
 pub use outcome_log::{Committed, OutcomeFact, OutcomeLog};
 pub use record::{CallRecord, CallState, OnDelivery, RecordedOutcome};
-pub use shared_str::SharedStr;
 pub use store::{GuardStore, RecordKind, check_key};
 pub use store_future::StoreFuture;
 pub use written::{Entry, Revision, StoreError};

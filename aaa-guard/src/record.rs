@@ -15,12 +15,13 @@
 //! Every transition is one compare-and-set on the record's revision, so two workers
 //! racing on one call cannot both win.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::config::Delivery;
-use crate::shared_str::SharedStr;
 
 /// Where a call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,11 +43,11 @@ pub struct CallRecord {
     /// Where the call stands.
     pub state: CallState,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The current (or last) attempt: the fence.
     pub attempt: u32,
     /// The worker holding (or last holding) the attempt.
-    pub holder: SharedStr,
+    pub holder: Arc<str>,
     /// Lease renewals of the current attempt.
     pub beats: u64,
     /// The delivery policy the call was started under.
@@ -86,7 +87,7 @@ pub struct CallRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RecordedOutcome {
     /// The event type.
-    pub kind: SharedStr,
+    pub kind: Arc<str>,
     /// The event data, as JSON text.
     pub data: Box<RawValue>,
 }
@@ -94,7 +95,7 @@ pub struct RecordedOutcome {
 impl RecordedOutcome {
     /// An outcome of event type `kind` whose data is `data` written as JSON.
     pub fn new(
-        kind: impl Into<SharedStr>,
+        kind: impl Into<Arc<str>>,
         data: &impl Serialize,
     ) -> Result<Self, serde_json::Error> {
         Ok(RecordedOutcome {
@@ -214,8 +215,8 @@ impl CallRecord {
 
     /// Attempt 1 of a call, held by `worker`.
     pub fn start(
-        name: impl Into<SharedStr>,
-        worker: impl Into<SharedStr>,
+        name: impl Into<Arc<str>>,
+        worker: impl Into<Arc<str>>,
         delivery: Delivery,
         max_attempts: u32,
     ) -> Self {
@@ -265,7 +266,7 @@ impl CallRecord {
     }
 
     /// The record after `worker` takes the call over with the next attempt.
-    pub fn taken_over(&self, worker: impl Into<SharedStr>) -> CallRecord {
+    pub fn taken_over(&self, worker: impl Into<Arc<str>>) -> CallRecord {
         CallRecord {
             attempt: self.attempt + 1,
             holder: worker.into(),

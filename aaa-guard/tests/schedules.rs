@@ -107,7 +107,8 @@ impl Sim {
         let name = format!("w{w}");
         match CallRecord::on_delivery(current.as_ref().map(|(r, _)| r), lapsed) {
             OnDelivery::Start => {
-                let record = CallRecord::start("tool", &name, self.delivery, self.max_attempts);
+                let record =
+                    CallRecord::start("tool", name.as_str(), self.delivery, self.max_attempts);
                 if self.store.cas(None, record).is_some() {
                     self.executions += 1;
                     self.workers[w] = Worker::Running {
@@ -119,7 +120,11 @@ impl Sim {
             OnDelivery::Wait => self.workers[w] = Worker::Waiting(watch),
             OnDelivery::TakeOver { next } => {
                 let (old, rev) = current.expect("a record");
-                if self.store.cas(Some(rev), old.taken_over(&name)).is_some() {
+                if self
+                    .store
+                    .cas(Some(rev), old.taken_over(name.as_str()))
+                    .is_some()
+                {
                     self.executions += 1;
                     self.workers[w] = Worker::Running {
                         attempt: next,

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::Arc;
 
-use aaa_tools::event::{self, Event, SharedStr, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED};
+use aaa_tools::event::{self, Event, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED};
 use aaa_tools::{CallId, FactError, Outcome, RunHandle};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -125,7 +125,7 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// `loop_overhead` bench.
 pub(crate) struct Recorder<'a> {
     run: &'a RunHandle,
-    source: SharedStr,
+    source: Arc<str>,
     turn_subject: String,
     /// `loop-turn.<tenant>.<run>.`: each turn's id without its number.
     turn_id_prefix: String,
@@ -136,7 +136,7 @@ impl<'a> Recorder<'a> {
     pub(crate) fn new(run: &'a RunHandle) -> Self {
         Recorder {
             run,
-            source: SharedStr::from(run.engine().source()),
+            source: Arc::from(run.engine().source()),
             turn_subject: subject(run, LOOP_TURN),
             turn_id_prefix: format!("loop-turn.{}.{}.", run.tenant(), run.run_id()),
         }

@@ -46,7 +46,7 @@ const P: Provider = Provider::OpenAiChat;
 ///                     "function": {"name": "get_weather", "arguments": "{\"city\":\"Oslo\"}"}}]}}]});
 /// let turn = openai_chat::parse(&body)?;
 /// assert_eq!(turn.stop, StopReason::ToolUse);
-/// assert_eq!(turn.calls[0].name, "get_weather");
+/// assert_eq!(&*turn.calls[0].name, "get_weather");
 /// assert_eq!(turn.calls[0].arguments.arguments().unwrap()["city"], "Oslo");
 /// # Ok::<(), aaa_loop::CodecError>(())
 /// ```
@@ -352,7 +352,7 @@ mod tests {
         let got: Vec<_> = turn
             .calls
             .iter()
-            .map(|c| (c.answer_id(), c.name.as_str(), c.arguments.clone()))
+            .map(|c| (c.answer_id(), &*c.name, c.arguments.clone()))
             .collect();
         assert_eq!(
             got,
@@ -384,7 +384,7 @@ mod tests {
             {"id": "c2", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}},
         ]}}]});
         let turn = parse(&body).unwrap();
-        assert_eq!(turn.calls[0].name, "grep");
+        assert_eq!(&*turn.calls[0].name, "grep");
         assert!(
             turn.calls[0]
                 .arguments

@@ -5,7 +5,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use aaa_tools::CallId;
-use aaa_tools::event::SharedStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -166,7 +165,7 @@ pub(crate) fn finish_turn(
 
 /// One tool call as the provider sent it, with the [`CallId`] the engine knows it by.
 ///
-/// Its parts are shared ([`SharedStr`], [`CallId`], an [`Arc`] around the arguments):
+/// Its parts are shared (`Arc<str>`, [`CallId`], an [`Arc`] around the arguments):
 /// a copy of a call counts references instead of copying text and maps. A loop copies
 /// each call into the result the model reads and hands the tool's name to the
 /// engine's request, and a scripted model copies its turns: with owned parts these
@@ -177,13 +176,13 @@ pub(crate) fn finish_turn(
 pub struct ProviderCall {
     /// The provider's id for the call, exactly as sent; the outcome is rendered back
     /// with it. `None` only for a Gemini call that came without one.
-    pub provider_id: Option<SharedStr>,
+    pub provider_id: Option<Arc<str>>,
     /// The engine's id: [`call_id_for`](crate::call_id_for) of the provider id, or a
     /// positional id for a Gemini call without one
     /// ([`gemini::positional_call_id`](crate::gemini::positional_call_id)).
     pub call_id: CallId,
     /// The tool's name as the model sent it (unknown names are the engine's to answer).
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The arguments, or what is wrong with them.
     pub arguments: ArgumentsOrProblem,
 }
@@ -199,8 +198,8 @@ impl ProviderCall {
     /// assert_eq!(call.call_id.as_str(), "call_1");
     /// ```
     pub fn new(
-        provider_id: impl Into<SharedStr>,
-        name: impl Into<SharedStr>,
+        provider_id: impl Into<Arc<str>>,
+        name: impl Into<Arc<str>>,
         arguments: ArgumentsOrProblem,
     ) -> Self {
         let provider_id = provider_id.into();
@@ -215,7 +214,7 @@ impl ProviderCall {
     /// A call the provider gave no id, known by `call_id`.
     pub(crate) fn without_id(
         call_id: CallId,
-        name: impl Into<SharedStr>,
+        name: impl Into<Arc<str>>,
         arguments: ArgumentsOrProblem,
     ) -> Self {
         ProviderCall {
@@ -244,7 +243,7 @@ pub enum ArgumentsOrProblem {
     /// The arguments object.
     Arguments(Arc<Map<String, Value>>),
     /// Why the arguments cannot be used, in words for the model.
-    Problem(SharedStr),
+    Problem(Arc<str>),
 }
 
 impl ArgumentsOrProblem {
@@ -257,7 +256,7 @@ impl ArgumentsOrProblem {
     /// assert!(matches!(ArgumentsOrProblem::from_text(r#"{"a": 1}"#), ArgumentsOrProblem::Arguments(_)));
     /// let ArgumentsOrProblem::Problem(problem) = ArgumentsOrProblem::from_text(r#"{"a": "#) else { panic!() };
     /// assert_eq!(
-    ///     problem,
+    ///     &*problem,
     ///     "the arguments are cut off: the JSON ends early (EOF while parsing a value at line 1 column 6); send one complete JSON object"
     /// );
     /// ```
@@ -470,7 +469,7 @@ mod tests {
         let copy = call.clone();
         let text = |call: &ProviderCall| -> [*const str; 3] {
             let id = call.provider_id.as_deref().unwrap();
-            [id, call.name.as_str(), call.call_id.as_str()]
+            [id, &*call.name, call.call_id.as_str()]
         };
         assert_eq!(text(&copy), text(&call));
         let (ArgumentsOrProblem::Arguments(a), ArgumentsOrProblem::Arguments(b)) =

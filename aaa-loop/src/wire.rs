@@ -11,17 +11,17 @@
 //! [`Event`](aaa_tools::event::Event) with the same attributes: the tests read it
 //! back with `Event::from_bytes`.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use aaa_tools::bus::{Bus, BusError, Encode, Payload};
-use aaa_tools::event::SharedStr;
 use aaa_tools::{RunHandle, RunId, TenantId};
 use serde::Serialize;
 
 /// A fact of `kind` about a run, with data `T`, as it goes on the bus.
 pub(crate) struct Fact<T> {
     id: String,
-    source: SharedStr,
+    source: Arc<str>,
     kind: &'static str,
     time: SystemTime,
     tenant: TenantId,
@@ -33,7 +33,7 @@ impl<T: Serialize + Send + Sync + 'static> Fact<T> {
     /// A fact of `kind` on `run`, under the event id `id`, published now by `source`.
     pub(crate) fn new(
         run: &RunHandle,
-        source: SharedStr,
+        source: Arc<str>,
         kind: &'static str,
         id: String,
         data: T,
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn a_fact_reads_back_as_the_event_it_is() {
         let run = Engine::embedded().new_run();
-        let source = SharedStr::from(run.engine().source());
+        let source = Arc::from(run.engine().source());
         let kind = "aaa.loop.turn";
         let fact = Fact::new(&run, source, kind, "loop-turn.x".into(), json!({"turn": 3}));
         let event = Event::from_bytes(&fact.encode()).unwrap();

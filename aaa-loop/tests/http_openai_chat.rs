@@ -118,7 +118,7 @@ async fn parallel_calls_come_in_the_providers_order_and_no_key_is_sent_without_o
     let calls: Vec<_> = turn
         .calls
         .iter()
-        .map(|c| (c.provider_id.as_deref().unwrap(), c.name.as_str()))
+        .map(|c| (c.provider_id.as_deref().unwrap(), &*c.name))
         .collect();
     assert_eq!(
         calls,
@@ -381,7 +381,7 @@ async fn a_streamed_answer_is_assembled() {
         .build()
         .unwrap();
     let turn = turn(&model, &request()).await.unwrap();
-    let names: Vec<_> = turn.calls.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<_> = turn.calls.iter().map(|c| &*c.name).collect();
     assert_eq!(names, ["get_weather", "get_time", "get_weather"]);
     assert_eq!(
         turn.calls[2].arguments.arguments().unwrap()["unit"],

@@ -107,7 +107,7 @@ async fn parallel_calls_come_in_the_providers_order() {
     let calls: Vec<_> = turn
         .calls
         .iter()
-        .map(|c| (c.provider_id.as_deref().unwrap(), c.name.as_str()))
+        .map(|c| (c.provider_id.as_deref().unwrap(), &*c.name))
         .collect();
     assert_eq!(calls.len(), 3);
     assert_eq!(calls[0], ("call_3xzbtJ9xQ1xB4HBy8bHvoWBa", "get_weather"));

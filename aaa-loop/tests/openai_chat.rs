@@ -34,7 +34,7 @@ fn single_call() {
         Some("call_w1PkZ8Vb9y0mbXgKLvoUoKRj")
     );
     assert_eq!(call.call_id.as_str(), "call_w1PkZ8Vb9y0mbXgKLvoUoKRj");
-    assert_eq!(call.name, "get_weather");
+    assert_eq!(&*call.name, "get_weather");
     assert_eq!(args(call), json!({"city": "Paris", "unit": "celsius"}));
     let usage = turn.usage;
     assert_eq!(
@@ -109,7 +109,7 @@ fn malformed_arguments_become_a_problem_on_that_call_only() {
         problem(&turn.calls[0]),
         "the arguments are not valid JSON (key must be a string at line 1 column 2); send one JSON object"
     );
-    assert_eq!(turn.calls[0].name, "get_weather");
+    assert_eq!(&*turn.calls[0].name, "get_weather");
     assert_eq!(args(&turn.calls[1]), json!({}));
 }
 

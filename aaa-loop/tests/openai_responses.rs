@@ -34,7 +34,7 @@ fn single_call() {
         call.provider_id.as_deref(),
         Some("call_12xxD2N8BNmpKyYf3bEBbzVP")
     );
-    assert_eq!(call.name, "get_weather");
+    assert_eq!(&*call.name, "get_weather");
     assert_eq!(args(call), json!({"city": "Paris", "unit": "celsius"}));
     let usage = turn.usage;
     assert_eq!(

@@ -120,7 +120,7 @@ async fn parallel_calls_are_answered_in_the_providers_order() {
         while let Some(event) = stream.next().await {
             // `wait_gate` finishes only after `ping` has: the outcomes arrive reversed.
             if let LoopEvent::Outcome { result, .. } = &event
-                && result.call.name == "ping"
+                && &*result.call.name == "ping"
             {
                 w.seen.gate.notify_one();
             }

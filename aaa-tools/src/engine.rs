@@ -10,13 +10,12 @@ use serde_json::{Map, Value};
 use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::EventError;
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, SharedStr,
-    ShortText, TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, ShortText,
+    TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
 use crate::outcome::Outcome;
 use crate::outcomes::{Claim, Outcomes, TenantOutcomes};
-use crate::tool_names::ToolNames;
 
 /// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -104,8 +103,6 @@ pub(crate) struct EngineInner {
     /// The engine's tool executor while one is attached (weak: the handler's handle
     /// owns it, and dropping that handle stops it).
     pub(crate) executor: Mutex<Weak<crate::handler::Executor>>,
-    /// One copy of each tool name this engine's callers asked for.
-    names: ToolNames,
     /// How this engine's run handles wait for outcomes.
     outcomes: Outcomes,
 }
@@ -147,7 +144,6 @@ impl Engine {
                 store,
                 source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
                 executor: Mutex::new(Weak::new()),
-                names: ToolNames::default(),
             }),
         }
     }
@@ -256,7 +252,7 @@ pub struct ToolCall {
     /// The call id (the provider's, when it gave one); a fresh one when `None`.
     pub call_id: Option<CallId>,
     /// The tool's name as the model sent it.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The arguments: an object, or a string of JSON as providers send them.
     pub arguments: Value,
     /// Metadata for the tool (`ToolContext::meta`).
@@ -268,7 +264,7 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A call of `name` with `arguments`.
-    pub fn new(name: impl Into<SharedStr>, arguments: Value) -> Self {
+    pub fn new(name: impl Into<Arc<str>>, arguments: Value) -> Self {
         ToolCall {
             call_id: None,
             name: name.into(),
@@ -365,12 +361,7 @@ impl RunHandle {
 
     /// Requests a call of `name`; returns its (fresh) call id without waiting.
     pub async fn request(&self, name: &str, arguments: Value) -> Result<CallId, EngineError> {
-        self.request_call(self.tool_call(name, arguments)).await
-    }
-
-    /// A call of `name`, the name shared with the engine's other calls of it.
-    fn tool_call(&self, name: &str, arguments: Value) -> ToolCall {
-        ToolCall::new(self.inner.engine.inner.names.get(name), arguments)
+        self.request_call(ToolCall::new(name, arguments)).await
     }
 
     /// Requests a call; returns its call id without waiting.
@@ -420,7 +411,7 @@ impl RunHandle {
 
     /// Requests a call and waits for its outcome.
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Outcome, EngineError> {
-        let call_id = self.request_call(self.tool_call(name, arguments)).await?;
+        let call_id = self.request_call(ToolCall::new(name, arguments)).await?;
         self.outcome(&call_id).await
     }
 

@@ -121,7 +121,6 @@ mod progress;
 mod registry;
 mod schema;
 mod tool;
-mod tool_names;
 
 #[doc(hidden)]
 #[path = "private.rs"]

@@ -1,6 +1,8 @@
 //! The operator's side of the guard: calls whose outcome is unknown, and resolving them.
 
-use aaa_guard::{CallRecord, CallState, RecordKind, RecordedOutcome, SharedStr, StoreError};
+use std::sync::Arc;
+
+use aaa_guard::{CallRecord, CallState, RecordKind, RecordedOutcome, StoreError};
 use serde_json::Value;
 
 use crate::bus::BusError;
@@ -22,11 +24,11 @@ pub struct UnknownCall {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The lost attempt.
     pub attempt: u32,
     /// The worker that ran it.
-    pub worker: SharedStr,
+    pub worker: Arc<str>,
 }
 
 /// What an operator found out about an `outcome_unknown` call.
@@ -148,8 +150,7 @@ impl Operator {
             },
         };
         // Strings and a JSON value always serialize.
-        let outcome = RecordedOutcome::new(SharedStr::from_static(TOOL_RESOLVED), &data)
-            .expect("a resolution is JSON");
+        let outcome = RecordedOutcome::new(TOOL_RESOLVED, &data).expect("a resolution is JSON");
         let data = outcome.data_value();
         let resolved: CallRecord = record.finished(outcome);
         match write_record(store, &key, &resolved.marked_published(), Some(revision)).await {

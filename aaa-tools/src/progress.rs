@@ -9,11 +9,13 @@
 //! (`aaa.<tenant>.<run>.tool.progress`), so they reach a reader on another machine
 //! exactly as a call's outcome does.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::bus::BusError;
 use crate::context::ToolContext;
-use crate::event::{Event, SharedStr};
+use crate::event::Event;
 use crate::ids::CallId;
 
 /// `aaa.tool.progress`: a running tool's report of how far it has got.
@@ -29,7 +31,7 @@ pub struct ToolProgress {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The attempt that reported it.
     pub attempt: u32,
     /// How far the call has got, in the tool's own unit (a count, a percentage); it
@@ -111,7 +113,7 @@ impl ToolContext {
         };
         let data = ToolProgress {
             call_id: self.call_id().clone(),
-            name: SharedStr::from(self.tool_name()),
+            name: self.inner.tool.clone(),
             attempt: self.attempt(),
             progress: report.progress,
             total: report.total,

@@ -194,7 +194,7 @@ async fn takeover(url: &str, settings: &WorkerSettings) -> Vec<Duration> {
                 None => {
                     let at = workers
                         .iter()
-                        .position(|w| w.id() == attempt.worker)
+                        .position(|w| w.id() == &*attempt.worker)
                         .expect("a known worker");
                     let victim = workers.remove(at);
                     killed_at = Some(Instant::now());

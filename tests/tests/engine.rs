@@ -186,7 +186,7 @@ fn handler(seen: &Arc<Seen>, gate: &Arc<Gate>) -> ToolHandler {
                         _ => PreCall::Allow,
                     },
                 )
-                .after(|call, result| match (call.tool.as_str(), result) {
+                .after(|call, result| match (&*call.tool, result) {
                     ("secret", Value::String(text)) if text.contains("token=") => {
                         PostCall::Redact(json!("token=[redacted]"))
                     }
@@ -473,7 +473,7 @@ async fn approval_granted_runs_once_and_denied_tells_the_model_why() {
         .unwrap();
     let asked = next_approval(&run).await;
     assert_eq!(
-        (asked.call_id.clone(), asked.name.as_str()),
+        (asked.call_id.clone(), &*asked.name),
         (call_id.clone(), "pay")
     );
     assert_eq!(asked.arguments, json!({"to": "bob", "cents": 500}));

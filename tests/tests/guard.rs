@@ -268,7 +268,7 @@ async fn a_lost_at_most_once_call_is_outcome_unknown_and_never_rerun() {
     assert_eq!(
         (
             unknown[0].call_id.clone(),
-            unknown[0].name.as_str(),
+            &*unknown[0].name,
             unknown[0].attempt
         ),
         (call_id.clone(), "charge", 1)

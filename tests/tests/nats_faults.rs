@@ -269,7 +269,7 @@ async fn stalled_worker_resumes(policy: &'static str) {
     let lines = cluster.ledger.lines();
     let done_by_first = lines
         .iter()
-        .filter(|l| l.event == "done" && l.worker == first.worker)
+        .filter(|l| l.event == "done" && *l.worker == *first.worker)
         .count();
     match policy {
         "cancel" => assert_eq!(done_by_first, 0, "Cancel stops the tool: {lines:?}"),

@@ -102,7 +102,7 @@ impl TurnCalls<'_> {
                     self.arrived(&ids[at], call, &outcome);
                     outcomes[at] = Some(outcome);
                 }
-                None if self.sequential.contains(call.name.as_str()) => one_by_one.push(at),
+                None if self.sequential.contains(&*call.name) => one_by_one.push(at),
                 None => together.push(at),
             }
         }

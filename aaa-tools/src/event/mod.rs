@@ -89,11 +89,10 @@
 //! by publishing `aaa.tool.cancelled` on `aaa.<tenant>.<run>.tool.cancelled.<call>`.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-pub use aaa_guard::SharedStr;
 
 use crate::ids::{CallId, RunId, TenantId};
 
@@ -356,7 +355,7 @@ pub struct ToolRequested {
     /// The call.
     pub call_id: CallId,
     /// The tool's name as the model sent it.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The arguments: an object, or a string of JSON.
     #[serde(default)]
     pub arguments: Value,
@@ -372,7 +371,7 @@ pub struct ToolCompleted {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// What it returned.
     pub result: Value,
     /// The attempt that produced it.
@@ -386,7 +385,7 @@ pub struct ToolFailed {
     /// The call.
     pub call_id: CallId,
     /// The tool's name as requested.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// Why.
     pub kind: FailureKind,
     /// What the model reads.
@@ -413,7 +412,7 @@ pub struct ApprovalRequested {
     /// The call waiting for approval.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The arguments it would run with.
     pub arguments: Value,
     /// Binds a grant to this exact call and these arguments.
@@ -513,17 +512,17 @@ pub struct AttemptFact {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The attempt (the fence).
     pub attempt: u32,
     /// The worker running it.
-    pub worker: SharedStr,
+    pub worker: Arc<str>,
     /// For a takeover: the attempt that was lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_attempt: Option<u32>,
     /// For a takeover: the worker that lost it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub previous_worker: Option<SharedStr>,
+    pub previous_worker: Option<Arc<str>>,
 }
 
 /// `data` of `aaa.tool.stale_result`.
@@ -533,7 +532,7 @@ pub struct StaleResult {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// The superseded attempt whose result was dropped.
     pub attempt: u32,
     /// The attempt that holds the call now.
@@ -547,7 +546,7 @@ pub struct Resolved {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub name: SharedStr,
+    pub name: Arc<str>,
     /// `"completed"` or `"failed"`.
     pub outcome: String,
     /// The result, when completed.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aaa_guard::{RecordKind, SharedStr, StoreError};
+use aaa_guard::{RecordKind, StoreError};
 use serde_json::{Map, Value};
 
 use super::call::{self, Call, Disposition};
@@ -285,7 +285,7 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
         tenant,
         run,
         call_id: decision.call_id.clone(),
-        name: SharedStr::default(),
+        name: Arc::default(),
         meta: Map::new(),
     };
     if event.aaatenant != call.tenant || event.aaarunid != call.run {
@@ -313,7 +313,7 @@ async fn decide(core: &Core, message: &Message) -> Disposition {
                 } else {
                     ApprovalState::EarlyDenied
                 },
-                name: SharedStr::default(),
+                name: Arc::default(),
                 arguments: Value::Null,
                 meta: Map::new(),
                 fingerprint: decision.fingerprint.clone(),

@@ -17,8 +17,7 @@
 //!   that fact is stored.
 
 use std::borrow::Cow;
-
-use aaa_guard::SharedStr;
+use std::sync::Arc;
 
 use crate::bus::Bus;
 
@@ -53,10 +52,10 @@ pub(super) fn cut(text: &str, limit: usize) -> Cow<'_, str> {
 }
 
 /// A requested tool name as facts echo it (see [`NAME_ECHO`]).
-pub(super) fn echoed_name(name: SharedStr) -> SharedStr {
+pub(super) fn echoed_name(name: Arc<str>) -> Arc<str> {
     match cut(&name, NAME_ECHO) {
         Cow::Borrowed(_) => name,
-        Cow::Owned(short) => SharedStr::from(short),
+        Cow::Owned(short) => Arc::from(short),
     }
 }
 
@@ -71,7 +70,7 @@ mod tests {
         let short = cut(&long, NAME_ECHO);
         assert!(short.starts_with(&"é".repeat(128)), "{short}");
         assert!(short.ends_with("… (400 bytes in all)"), "{short}");
-        let name = echoed_name(SharedStr::from("x".repeat(1 << 20)));
+        let name = echoed_name(Arc::from("x".repeat(1 << 20)));
         assert!(name.len() < NAME_ECHO + 40, "{}", name.len());
     }
 }

@@ -2,9 +2,10 @@
 //! settling the message that carried it. (Running it: [`attempt`](super::attempt).)
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
-use aaa_guard::{RecordedOutcome, SharedStr};
+use aaa_guard::RecordedOutcome;
 use serde_json::{Map, Value};
 
 use super::RetryPolicy;
@@ -22,7 +23,7 @@ pub(super) struct Call {
     pub(super) tenant: TenantId,
     pub(super) run: RunId,
     pub(super) call_id: CallId,
-    pub(super) name: SharedStr,
+    pub(super) name: Arc<str>,
     pub(super) meta: Map<String, Value>,
 }
 
@@ -127,12 +128,8 @@ impl Outcome {
     /// JSON once, to be stored and published as they are.
     pub(super) fn recorded(&self) -> RecordedOutcome {
         let written = match self {
-            Outcome::Completed(data) => {
-                RecordedOutcome::new(SharedStr::from_static(TOOL_COMPLETED), data)
-            }
-            Outcome::Failed(data) => {
-                RecordedOutcome::new(SharedStr::from_static(TOOL_FAILED), data)
-            }
+            Outcome::Completed(data) => RecordedOutcome::new(TOOL_COMPLETED, data),
+            Outcome::Failed(data) => RecordedOutcome::new(TOOL_FAILED, data),
         };
         // Ids, strings, numbers and a JSON value always serialize.
         written.expect("an outcome serializes to JSON")
@@ -358,13 +355,13 @@ mod tests {
         let expected = serde_json::to_string(&completed).unwrap();
         let recorded = Outcome::Completed(completed).recorded();
         assert_eq!(
-            (recorded.kind.as_str(), recorded.data.get()),
+            (&*recorded.kind, recorded.data.get()),
             (TOOL_COMPLETED, expected.as_str())
         );
         let expected = serde_json::to_string(&failed).unwrap();
         let recorded = Outcome::Failed(failed).recorded();
         assert_eq!(
-            (recorded.kind.as_str(), recorded.data.get()),
+            (&*recorded.kind, recorded.data.get()),
             (TOOL_FAILED, expected.as_str())
         );
     }

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use aaa_guard::SharedStr;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +25,7 @@ pub(super) struct Entry {
 pub(super) struct Core {
     pub(super) engine: Engine,
     /// This worker's id in guard records and facts.
-    pub(super) worker: SharedStr,
+    pub(super) worker: Arc<str>,
     pub(super) tools: RwLock<HashMap<String, Arc<Entry>, foldhash::fast::RandomState>>,
     pub(super) order: RwLock<Vec<String>>,
     pools: Mutex<HashMap<String, Arc<Semaphore>, foldhash::fast::RandomState>>,
@@ -49,7 +48,7 @@ impl Core {
     pub(super) fn new(engine: &Engine, ack_wait: Duration) -> Core {
         Core {
             engine: engine.clone(),
-            worker: SharedStr::from(engine.worker_id()),
+            worker: Arc::from(engine.worker_id()),
             origin: tokio::time::Instant::now(),
             tools: RwLock::new(HashMap::default()),
             order: RwLock::new(Vec::new()),

@@ -9,9 +9,11 @@
 //! found outcome finishes the call, and nothing runs again. See [`aaa_guard::OutcomeLog`]
 //! for why looking after the compare-and-set cannot miss one.
 
+use std::sync::Arc;
+
 use aaa_guard::{
     CallRecord, Committed, GuardStore, OutcomeFact, OutcomeLog, RecordKind, RecordedOutcome,
-    Revision, SharedStr, StoreError,
+    Revision, StoreError,
 };
 use serde_json::value::RawValue;
 
@@ -51,7 +53,7 @@ pub(super) async fn commit(
     let store = &**core.engine.store();
     // A lease known lost has been reported; one found lost here has not.
     let unreported = known.is_some().then_some(entry.config.guard.lost_lease);
-    let event = call.outcome_draft(core, recorded.kind.clone(), &*recorded.data);
+    let event = call.outcome_draft(core, recorded.kind.to_string(), &*recorded.data);
     let (subject, id) = (event.bus_subject(), event.id.text());
     loop {
         let (current, revision) = match commit_base(store, key, known.take()).await {
@@ -113,7 +115,7 @@ pub(super) async fn logged_outcome(
     #[derive(serde::Deserialize)]
     struct Logged {
         #[serde(rename = "type")]
-        kind: SharedStr,
+        kind: Arc<str>,
         data: Box<RawValue>,
     }
     let subjects = [TOOL_COMPLETED, TOOL_FAILED]

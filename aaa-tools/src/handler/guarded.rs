@@ -37,11 +37,11 @@
 //! one: the call is left to a later delivery, which finds the attempt lapsed and
 //! declares the outcome unknown.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use aaa_guard::{
     CallRecord, GuardStore, LeaseWatch, OnDelivery, RecordKind, RecordedOutcome, Revision,
-    SharedStr, StoreError,
+    StoreError,
 };
 use serde_json::Value;
 
@@ -62,7 +62,7 @@ enum Claimed {
         attempt: u32,
         record: CallRecord,
         revision: Revision,
-        previous: Option<(u32, SharedStr)>,
+        previous: Option<(u32, Arc<str>)>,
     },
     /// Nothing to run: settle the message so.
     Settled(Disposition),
@@ -203,8 +203,8 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
         match decision {
             OnDelivery::Start => {
                 let record = CallRecord::start(
-                    &call.name,
-                    &core.worker,
+                    call.name.clone(),
+                    core.worker.clone(),
                     config.delivery,
                     config.max_attempts,
                 )
@@ -248,7 +248,7 @@ async fn claim(core: &Core, entry: &Entry, call: &Call, key: &str, carrier: &Mes
                 let Some((old, revision)) = current else {
                     continue;
                 };
-                let record = old.taken_over(&core.worker).with_claim(new_claim());
+                let record = old.taken_over(core.worker.clone()).with_claim(new_claim());
                 match write_record(store, key, &record, Some(revision)).await {
                     Ok(revision) => {
                         if let Some(settled) =
@@ -382,7 +382,7 @@ async fn publish_recorded(
     let published = match how {
         Publish::Committed(typed) => call::publish_outcome(core, retry, call, typed).await,
         Publish::Recorded | Publish::RecordedThenMark => {
-            let (kind, data) = (outcome.kind.clone(), outcome.data.clone());
+            let (kind, data) = (outcome.kind.to_string(), outcome.data.clone());
             call::publish_outcome_parts(core, retry, call, kind, data).await
         }
     };

@@ -138,7 +138,7 @@ impl Lease<'_> {
             Err(StoreError::Conflict { .. }) => {
                 match read::<CallRecord>(self.store, RecordKind::Call, self.key).await {
                     Ok(Some((found, revision)))
-                        if found.is_held_by(self.attempt) && found.holder == self.worker =>
+                        if found.is_held_by(self.attempt) && *found.holder == *self.worker =>
                     {
                         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = (found, revision);
                         true

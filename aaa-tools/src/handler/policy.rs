@@ -8,7 +8,6 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 
-use aaa_guard::SharedStr;
 use serde_json::Value;
 
 use crate::ids::{CallId, RunId, TenantId};
@@ -24,7 +23,7 @@ pub struct PolicyCall {
     /// The call.
     pub call_id: CallId,
     /// The tool.
-    pub tool: SharedStr,
+    pub tool: Arc<str>,
     /// The checked arguments.
     pub arguments: Value,
 }
@@ -100,7 +99,7 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// let policy = GuardPolicy::new()
 ///     .before(|call| {
-///         if call.tool == "send_payment" && call.arguments["amount_cents"].as_u64() > Some(100_000) {
+///         if &*call.tool == "send_payment" && call.arguments["amount_cents"].as_u64() > Some(100_000) {
 ///             PreCall::RequireApproval("payments above 1000 EUR need a human".into())
 ///         } else {
 ///             PreCall::Allow

@@ -5,9 +5,10 @@
 //! `approval-due.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aaa_guard::{GuardStore, RecordKind, Revision, SharedStr, StoreError};
+use aaa_guard::{GuardStore, RecordKind, Revision, StoreError};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -36,7 +37,7 @@ pub(crate) enum ApprovalState {
 pub(crate) struct ApprovalRecord {
     pub(crate) state: ApprovalState,
     #[serde(default)]
-    pub(crate) name: SharedStr,
+    pub(crate) name: Arc<str>,
     #[serde(default)]
     pub(crate) arguments: Value,
     #[serde(default)]
