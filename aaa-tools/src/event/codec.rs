@@ -2,6 +2,10 @@
 //! pass, [`Draft`] writes one (through serde) without an intermediate JSON value. Both
 //! speak exactly the format of [`Event`]; the engine uses them on every call, [`Event`]
 //! stays the public, general form.
+//!
+//! Times are written by `humantime`, whose `format_rfc3339_micros` is exactly the
+//! event format (RFC 3339, UTC, microseconds): the crate is already in the tree, and
+//! the `time` crate, which parses incoming times, is built here without its formatting.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -146,9 +150,7 @@ fn draft_id<S: serde::Serializer>(id: &DraftId, serializer: S) -> Result<S::Ok, 
 }
 
 fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
-    let mut text = Vec::with_capacity(32);
-    write_rfc3339(*time, &mut text);
-    serializer.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
+    serializer.collect_str(&humantime::format_rfc3339_micros(*time))
 }
 
 /// A draft's event id: a fresh UUID, kept as its 36 characters (no allocation, and a
@@ -269,45 +271,9 @@ pub(super) fn new_event_id() -> String {
     DraftId::fresh().text().to_string()
 }
 
-/// The current time in RFC 3339 with microseconds, UTC.
+/// The current time in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).
 pub(super) fn now_rfc3339() -> String {
-    let mut text = Vec::with_capacity(32);
-    write_rfc3339(SystemTime::now(), &mut text);
-    String::from_utf8(text).expect("an RFC 3339 time is ASCII")
-}
-
-/// Writes `time` in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).
-/// The date and time down to the second are formatted once per second per thread;
-/// only the microseconds are written per event, without the formatting machinery.
-fn write_rfc3339(time: SystemTime, out: &mut Vec<u8>) {
-    use std::cell::RefCell;
-    thread_local! {
-        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-    }
-    let Ok(since) = time.duration_since(SystemTime::UNIX_EPOCH) else {
-        out.extend_from_slice(
-            humantime::format_rfc3339_micros(time)
-                .to_string()
-                .as_bytes(),
-        );
-        return;
-    };
-    let (secs, micros) = (since.as_secs(), since.subsec_micros());
-    SECOND.with_borrow_mut(|(cached, prefix)| {
-        if *cached != secs {
-            // `YYYY-MM-DDTHH:MM:SS` of this second.
-            let whole = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-            let text = humantime::format_rfc3339_seconds(whole).to_string();
-            *prefix = text.trim_end_matches('Z').to_owned();
-            *cached = secs;
-        }
-        out.extend_from_slice(prefix.as_bytes());
-        out.push(b'.');
-        for place in [100_000, 10_000, 1_000, 100, 10, 1] {
-            out.push(b'0' + (micros / place % 10) as u8);
-        }
-        out.push(b'Z');
-    });
+    humantime::format_rfc3339_micros(SystemTime::now()).to_string()
 }
 
 #[cfg(test)]
