@@ -1,7 +1,11 @@
 //! The fast paths of the wire format: [`Parsed`] reads an event and its data in one
-//! pass, [`Draft`] writes one without an intermediate JSON value. Both speak exactly
-//! the format of [`Event`] (the tests compare them byte for byte); the engine uses them
-//! on every call, [`Event`] stays the public, general form.
+//! pass, [`Draft`] writes one (through serde) without an intermediate JSON value. Both
+//! speak exactly the format of [`Event`]; the engine uses them on every call, [`Event`]
+//! stays the public, general form.
+//!
+//! Times are written by `humantime`, whose `format_rfc3339_micros` is exactly the
+//! event format (RFC 3339, UTC, microseconds): the crate is already in the tree, and
+//! the `time` crate, which parses incoming times, is built here without its formatting.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -146,9 +150,7 @@ fn draft_id<S: serde::Serializer>(id: &DraftId, serializer: S) -> Result<S::Ok, 
 }
 
 fn rfc3339_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
-    let mut text = Vec::with_capacity(32);
-    write_rfc3339(*time, &mut text);
-    serializer.serialize_str(std::str::from_utf8(&text).map_err(serde::ser::Error::custom)?)
+    serializer.collect_str(&humantime::format_rfc3339_micros(*time))
 }
 
 /// A draft's event id: a fresh UUID, kept as its 36 characters (no allocation, and a
@@ -237,38 +239,14 @@ impl<T: Serialize> Draft<T> {
         )
     }
 
-    /// The JSON bytes of the event: the same object `serde_json` would write for it,
-    /// with the envelope written directly (its strings are ids, constants and times,
-    /// which rarely need escaping) and only `data` going through serde.
+    /// The JSON bytes of the event, as `serde_json` writes it.
     pub(crate) fn to_bytes(&self) -> Vec<u8> {
         // Room for the envelope (about 330 bytes) and small data: no growth for most
         // events, and little unused room kept with them in a log.
         let mut out = Vec::with_capacity(512);
-        out.extend_from_slice(b"{\"specversion\":\"1.0\",\"id\":");
-        write_json_str(&mut out, &self.id.text());
-        out.extend_from_slice(b",\"source\":");
-        write_json_str(&mut out, &self.source);
-        out.extend_from_slice(b",\"type\":");
-        write_json_str(&mut out, &self.kind);
-        out.extend_from_slice(b",\"time\":\"");
-        write_rfc3339(self.time, &mut out);
-        out.push(b'"');
-        out.extend_from_slice(b",\"datacontenttype\":\"application/json\"");
-        if let Some(subject) = &self.subject {
-            out.extend_from_slice(b",\"subject\":");
-            write_safe_str(&mut out, subject.as_str());
-        }
-        out.extend_from_slice(b",\"aaarunid\":");
-        write_safe_str(&mut out, self.aaarunid.as_str());
-        out.extend_from_slice(b",\"aaatenant\":");
-        write_safe_str(&mut out, self.aaatenant.as_str());
-        out.extend_from_slice(b",\"data\":");
-        if serde_json::to_writer(&mut out, &self.data).is_err() {
-            // Data types of events serialize to JSON without fail; should one not,
-            // the event still parses, with no data.
-            out.extend_from_slice(b"null");
-        }
-        out.push(b'}');
+        // Ids, constants, times and the data types of events, whose maps have string
+        // keys: nothing here fails to serialize.
+        serde_json::to_writer(&mut out, self).expect("an event serializes to JSON");
         out
     }
 }
@@ -288,78 +266,14 @@ impl<T: Serialize + Send + Sync + 'static> Encode for Draft<T> {
     }
 }
 
-/// Writes `text`, which needs no escaping (an id, whose bytes are `[A-Za-z0-9_-]`, or a
-/// time this module wrote), as a JSON string.
-fn write_safe_str(out: &mut Vec<u8>, text: &str) {
-    debug_assert!(
-        text.bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
-    );
-    out.push(b'"');
-    out.extend_from_slice(text.as_bytes());
-    out.push(b'"');
-}
-
-/// Writes `text` as a JSON string: as is when nothing in it needs escaping (the usual
-/// case for envelope attributes), through `serde_json` otherwise.
-fn write_json_str(out: &mut Vec<u8>, text: &str) {
-    // No early exit, so the check vectorizes.
-    let plain = text.bytes().fold(true, |plain, b| {
-        plain & (b >= 0x20) & (b != b'"') & (b != b'\\') & (b < 0x7f)
-    });
-    if plain {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else if serde_json::to_writer(&mut *out, text).is_err() {
-        out.extend_from_slice(b"\"\"");
-    }
-}
-
 /// A fresh event id: a random UUID, hyphenated.
 pub(super) fn new_event_id() -> String {
     DraftId::fresh().text().to_string()
 }
 
-/// The current time in RFC 3339 with microseconds, UTC.
+/// The current time in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).
 pub(super) fn now_rfc3339() -> String {
-    let mut text = Vec::with_capacity(32);
-    write_rfc3339(SystemTime::now(), &mut text);
-    String::from_utf8(text).expect("an RFC 3339 time is ASCII")
-}
-
-/// Writes `time` in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).
-/// The date and time down to the second are formatted once per second per thread;
-/// only the microseconds are written per event, without the formatting machinery.
-fn write_rfc3339(time: SystemTime, out: &mut Vec<u8>) {
-    use std::cell::RefCell;
-    thread_local! {
-        static SECOND: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
-    }
-    let Ok(since) = time.duration_since(SystemTime::UNIX_EPOCH) else {
-        out.extend_from_slice(
-            humantime::format_rfc3339_micros(time)
-                .to_string()
-                .as_bytes(),
-        );
-        return;
-    };
-    let (secs, micros) = (since.as_secs(), since.subsec_micros());
-    SECOND.with_borrow_mut(|(cached, prefix)| {
-        if *cached != secs {
-            // `YYYY-MM-DDTHH:MM:SS` of this second.
-            let whole = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-            let text = humantime::format_rfc3339_seconds(whole).to_string();
-            *prefix = text.trim_end_matches('Z').to_owned();
-            *cached = secs;
-        }
-        out.extend_from_slice(prefix.as_bytes());
-        out.push(b'.');
-        for place in [100_000, 10_000, 1_000, 100, 10, 1] {
-            out.push(b'0' + (micros / place % 10) as u8);
-        }
-        out.push(b'Z');
-    });
+    humantime::format_rfc3339_micros(SystemTime::now()).to_string()
 }
 
 #[cfg(test)]
@@ -398,7 +312,7 @@ mod tests {
     #[test]
     fn drafts_are_events_and_parse_in_one_pass() {
         let (run, data, draft) = completed_draft(json!(5));
-        // The hand-written envelope is what serde writes for the same draft.
+        // The bytes are serde's writing of the draft, envelope and data alike.
         assert_eq!(draft.to_bytes(), serde_json::to_vec(&draft).unwrap());
         let odd = Draft::new(
             DraftId::fresh(),
