@@ -1,26 +1,25 @@
 //! [`MemoryStore`]: the in-process [`GuardStore`].
 //!
-//! # The part of the [`GuardStore`] contract this carries
-//!
-//! All of it, for one process: `create` only where no record is, `update` only at the
-//! revision read, revisions that grow across the whole store and change on every write,
-//! the two [`RecordKind`]s as two key spaces, `keys` by prefix in key order, and
-//! [`retire`](GuardStore::retire) bounding the settled call records it keeps. Every
-//! operation is one step under one lock, so each is atomic.
-//!
-//! # How
-//!
-//! A `HashMap` of records by key per kind, and the settled calls' keys oldest first in
-//! a `VecDeque`, each key allocated once and shared by both. `keys` reads every record
-//! of its kind and sorts the matches: call records are listed only by an operator, and
-//! handler records (listed by the approval sweep) are few.
+//! Each [`RecordKind`] has a [`Space`] of its own: a [`Table`] of records keyed by
+//! string, each slot holding its key's hash, so the store's busiest work, forgetting
+//! the oldest settled call at nearly every call, reads no cold key (see the table's
+//! docs). Listing by prefix reads an index of a space's keys by their first token,
+//! built the first time that group is listed and kept from then on: groups nobody
+//! lists (a long-running engine's call records) cost nothing to index, and the groups
+//! a handler lists again and again (`approval-due.`, at every sweep) read only their
+//! own keys.
 
-use std::collections::{HashMap, VecDeque, hash_map};
+mod table;
+
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+
+use hashbrown::HashTable;
 
 use crate::store::{GuardStore, RecordKind, check_key};
 use crate::store_future::StoreFuture;
 use crate::written::{Entry, Revision, StoreError};
+use table::{Slot, Table};
 
 /// The in-process [`GuardStore`]: a map per [`RecordKind`] behind a mutex. Clones share
 /// the same records, so several engines in one process (workers in tests) see one
@@ -59,6 +58,12 @@ use crate::written::{Entry, Revision, StoreError};
 /// long-running embedded engine's store levels off. A request that repeats a call
 /// whose record was forgotten runs it as a new call; every other record (a call
 /// running, waiting or with its outcome unknown, approvals, budgets) stays.
+///
+/// # Listing
+///
+/// [`keys`](GuardStore::keys) with a prefix that names its first token whole
+/// (`approval-due.`) reads that group's index, made at the first such listing; a
+/// shorter prefix (`appr`) reads every record of the kind.
 #[derive(Clone)]
 pub struct MemoryStore {
     inner: Arc<Mutex<MemoryInner>>,
@@ -74,29 +79,76 @@ impl Default for MemoryStore {
     }
 }
 
-/// The records of one [`RecordKind`], by key.
-type Records = HashMap<Arc<str>, Entry, foldhash::fast::RandomState>;
+/// The keys of one group (first token) of records, each with its hash.
+type Group = HashTable<(u64, Arc<str>)>;
+
+/// The records of one [`RecordKind`], and their listing index.
+#[derive(Default)]
+struct Space {
+    records: Table,
+    /// The keys of each group listed so far, by first token.
+    groups: HashMap<String, Group, foldhash::fast::RandomState>,
+}
 
 #[derive(Default)]
 struct MemoryInner {
-    calls: Records,
-    handler: Records,
-    /// Shared by both kinds: a revision is written once in the whole store.
+    calls: Space,
+    handler: Space,
+    /// Shared by both spaces: a revision is written once in the whole store.
     last_revision: Revision,
-    /// Settled calls' records, oldest first: the key and the revision it was retired
-    /// at.
-    retired: VecDeque<(Arc<str>, Revision)>,
+    /// Settled calls' records, oldest first: the hash of the key and the revision it
+    /// was retired at.
+    retired: VecDeque<(u64, Revision)>,
 }
 
 impl MemoryInner {
-    /// The records of `kind`, and the store's last revision.
-    fn records(&mut self, kind: RecordKind) -> (&mut Records, &mut Revision) {
-        let records = match kind {
+    /// The space of `kind`, and the store's last revision.
+    fn space(&mut self, kind: RecordKind) -> (&mut Space, &mut Revision) {
+        let space = match kind {
             RecordKind::Call => &mut self.calls,
             RecordKind::Handler => &mut self.handler,
         };
-        (records, &mut self.last_revision)
+        (space, &mut self.last_revision)
     }
+}
+
+impl Space {
+    /// Takes a removed record out of its group's index.
+    fn unindex(&mut self, slot: &Slot) {
+        if !slot.indexed {
+            return;
+        }
+        if let Some(group) = self.groups.get_mut(first_token(&slot.key))
+            && let Ok(found) = group.find_entry(slot.hash, |(_, k)| Arc::ptr_eq(k, &slot.key))
+        {
+            found.remove();
+        }
+    }
+
+    /// The index of group `token`, made from the records now if nobody listed it yet.
+    fn group(&mut self, token: &str) -> &Group {
+        if !self.groups.contains_key(token) {
+            let mut group = Group::new();
+            for slot in self.records.iter_mut() {
+                if first_token(&slot.key) == token {
+                    slot.indexed = true;
+                    add_key(&mut group, slot.hash, &slot.key);
+                }
+            }
+            self.groups.insert(token.to_owned(), group);
+        }
+        &self.groups[token]
+    }
+}
+
+/// Adds `key`, whose hash is `hash`, to a group's index.
+fn add_key(group: &mut Group, hash: u64, key: &Arc<str>) {
+    group.insert_unique(hash, (hash, key.clone()), |(h, _)| *h);
+}
+
+/// The first token of a key (or of a prefix).
+fn first_token(key: &str) -> &str {
+    key.split('.').next().unwrap_or(key)
 }
 
 impl MemoryStore {
@@ -126,7 +178,7 @@ impl MemoryStore {
 
 impl std::fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (calls, handler) = self.with(|m| (m.calls.len(), m.handler.len()));
+        let (calls, handler) = self.with(|m| (m.calls.records.len(), m.handler.records.len()));
         f.debug_struct("MemoryStore")
             .field("call_records", &calls)
             .field("handler_records", &handler)
@@ -145,18 +197,30 @@ impl GuardStore for MemoryStore {
             return StoreFuture::ready(Err(error));
         }
         StoreFuture::ready(self.with(|m| {
-            let (records, last_revision) = m.records(kind);
-            match records.entry(Arc::from(key)) {
-                hash_map::Entry::Occupied(_) => Err(StoreError::Exists {
+            let (space, last_revision) = m.space(kind);
+            let hash = space.records.hash(key);
+            if space.records.get(hash, key).is_some() {
+                return Err(StoreError::Exists {
                     key: key.to_owned(),
-                }),
-                hash_map::Entry::Vacant(vacant) => {
-                    *last_revision += 1;
-                    let revision = *last_revision;
-                    vacant.insert(Entry { value, revision });
-                    Ok(revision)
-                }
+                });
             }
+            *last_revision += 1;
+            let revision = *last_revision;
+            let key: Arc<str> = Arc::from(key);
+            let indexed = match space.groups.get_mut(first_token(&key)) {
+                Some(group) => {
+                    add_key(group, hash, &key);
+                    true
+                }
+                None => false,
+            };
+            space.records.insert_new(Slot {
+                hash,
+                key,
+                entry: Entry { value, revision },
+                indexed,
+            });
+            Ok(revision)
         }))
     }
 
@@ -170,16 +234,20 @@ impl GuardStore for MemoryStore {
         // A key that holds a record was checked when the record was created: only a miss
         // needs the check (to tell a bad key from a missing record).
         StoreFuture::ready(self.with(|m| {
-            let (records, last_revision) = m.records(kind);
-            match records.get_mut(key) {
-                Some(entry) if entry.revision == expected => {
-                    *last_revision += 1;
-                    let revision = *last_revision;
-                    *entry = Entry { value, revision };
-                    Ok(revision)
+            let (space, last_revision) = m.space(kind);
+            let next = *last_revision + 1;
+            let hash = space.records.hash(key);
+            match space.records.get_mut(hash, key) {
+                Some(slot) if slot.entry.revision == expected => {
+                    slot.entry = Entry {
+                        value,
+                        revision: next,
+                    };
+                    *last_revision = next;
+                    Ok(next)
                 }
                 found => {
-                    let found = found.map(|entry| entry.revision);
+                    let found = found.map(|s| s.entry.revision);
                     if found.is_none() {
                         check_key(key)?;
                     }
@@ -194,46 +262,66 @@ impl GuardStore for MemoryStore {
     }
 
     fn get<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, Option<Entry>> {
-        StoreFuture::ready(Ok(self.with(|m| m.records(kind).0.get(key).cloned())))
+        StoreFuture::ready(Ok(self.with(|m| {
+            let (space, _) = m.space(kind);
+            let hash = space.records.hash(key);
+            space.records.get(hash, key).map(|slot| slot.entry.clone())
+        })))
     }
 
     fn delete<'a>(&'a self, kind: RecordKind, key: &'a str) -> StoreFuture<'a, ()> {
-        let removed = self.with(|m| m.records(kind).0.remove(key));
+        let removed = self.with(|m| {
+            let (space, _) = m.space(kind);
+            let hash = space.records.hash(key);
+            let removed = space.records.remove(hash, key);
+            if let Some(slot) = &removed {
+                space.unindex(slot);
+            }
+            removed
+        });
         drop(removed);
         StoreFuture::ready(Ok(()))
     }
 
     fn retire<'a>(&'a self, call: &'a str) -> StoreFuture<'a, ()> {
         let forgotten = self.with(|m| {
-            let (key, entry) = m.calls.get_key_value(call)?;
-            if !crate::record::is_finished_json(&entry.value) {
+            let calls = &mut m.calls;
+            let hash = calls.records.hash(call);
+            let slot = calls.records.get(hash, call)?;
+            if !crate::record::is_finished_json(&slot.entry.value) {
                 return None;
             }
-            m.retired.push_back((key.clone(), entry.revision));
+            let revision = slot.entry.revision;
+            m.retired.push_back((hash, revision));
             if m.retired.len() <= self.retired_limit {
                 return None;
             }
-            let (key, revision) = m.retired.pop_front()?;
+            let (hash, revision) = m.retired.pop_front()?;
             // Rewritten since (a repeated request recorded its answer): that write
             // was retired again, and is forgotten in its turn.
-            match m.calls.entry(key) {
-                hash_map::Entry::Occupied(found) if found.get().revision == revision => {
-                    Some(found.remove())
-                }
-                _ => None,
-            }
+            let forgotten = calls.records.remove_at(hash, revision)?;
+            calls.unindex(&forgotten);
+            Some(forgotten)
         });
-        // Freed after the lock is released.
+        // Freed after the lock is released: its memory is cold by now.
         drop(forgotten);
         StoreFuture::ready(Ok(()))
     }
 
     fn keys<'a>(&'a self, kind: RecordKind, prefix: &'a str) -> StoreFuture<'a, Vec<String>> {
         StoreFuture::ready(Ok(self.with(|m| {
-            let mut keys: Vec<String> = (m.records(kind).0.keys())
-                .filter(|key| key.starts_with(prefix))
-                .map(|key| key.to_string())
-                .collect();
+            let (space, _) = m.space(kind);
+            let matching = |key: &Arc<str>| key.starts_with(prefix).then(|| key.to_string());
+            let mut keys: Vec<String> = if prefix.contains('.') {
+                let group = space.group(first_token(prefix));
+                group.iter().filter_map(|(_, key)| matching(key)).collect()
+            } else {
+                space
+                    .records
+                    .iter()
+                    .filter_map(|s| matching(&s.key))
+                    .collect()
+            };
             keys.sort_unstable();
             keys
         })))
