@@ -46,6 +46,15 @@ async fn fact(run: &RunHandle, kind: &str, call: Option<&CallId>) -> Event {
     panic!("the run's facts ended before a {kind}");
 }
 
+/// A client with no handlers of its own, talking to `server` over an in-memory stream.
+async fn connect(
+    server: aaa_mcp::McpServer,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
+    ().serve(tokio::io::split(ours)).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notifications_cancelled_stops_the_tool_and_the_run_says_so() {
     let TestServer {
@@ -54,9 +63,7 @@ async fn notifications_cancelled_stops_the_tool_and_the_run_says_so() {
         ..
     } = support::server().await;
     let run = server.run().clone();
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
-    let client = ().serve(tokio::io::split(ours)).await.unwrap();
+    let client = connect(server).await;
 
     let request = client
         .peer()
@@ -98,9 +105,7 @@ async fn a_session_that_ends_cancels_nothing() {
         ..
     } = support::server().await;
     let run = server.run().clone();
-    let (ours, theirs) = tokio::io::duplex(1 << 16);
-    tokio::spawn(aaa_mcp::serve_io(server, tokio::io::split(theirs)));
-    let client = ().serve(tokio::io::split(ours)).await.unwrap();
+    let client = connect(server).await;
     // Longer than rmcp lets a closed session's handlers finish (5 s) before it stops
     // them: the request is stopped while the call still runs.
     let arguments = json!({"ms": 6_000});

@@ -100,3 +100,24 @@ pub fn raw_event(
     .to_string()
     .into_bytes()
 }
+
+/// `fut`, or a panic naming `what` once it has taken longer than anything that works
+/// would (30 s): a bound on a failing test, never a synchronization.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(30), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
+
+/// The message of `outcome`, which must be a `cancelled` failure.
+pub fn cancelled(outcome: &aaa_tools::Outcome) -> &str {
+    let failure = outcome
+        .failure()
+        .unwrap_or_else(|| panic!("not a failure: {outcome:?}"));
+    assert_eq!(
+        failure.kind,
+        aaa_tools::FailureKind::Cancelled,
+        "{outcome:?}"
+    );
+    &failure.message
+}

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use aaa_tests::{cancelled, within};
 use aaa_tools::event::{ATTEMPT_STARTED, Event, TOOL_CANCELLED, TOOL_FAILED};
 use aaa_tools::{
-    ApprovalDecision, CallId, Engine, EngineError, FailureKind, Outcome, RunHandle, State,
-    ToolContext, ToolHandler, ToolRegistry, tool, tools,
+    ApprovalDecision, CallId, Engine, EngineError, RunHandle, State, ToolContext, ToolHandler,
+    ToolRegistry, tool, tools,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -128,23 +129,6 @@ async fn kinds_of(run: &RunHandle, call: &CallId) -> Vec<String> {
     }
     drop(outcome);
     kinds
-}
-
-/// `fut`, or a panic naming `what` if it takes longer than a broken cancel would
-/// (a bound on a failing test, not a synchronization: every wait here ends on an
-/// event).
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen"))
-}
-
-fn cancelled(outcome: &Outcome) -> &str {
-    let failure = outcome
-        .failure()
-        .unwrap_or_else(|| panic!("not a failure: {outcome:?}"));
-    assert_eq!(failure.kind, FailureKind::Cancelled, "{outcome:?}");
-    &failure.message
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

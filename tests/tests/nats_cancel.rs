@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use aaa_tests::NatsServer;
+use aaa_tests::{NatsServer, cancelled, within};
 use aaa_tools::event::{TOOL_CANCELLED, TOOL_FAILED};
-use aaa_tools::{FailureKind, Outcome, State, ToolContext, ToolHandler, ToolRegistry, tool, tools};
+use aaa_tools::{State, ToolContext, ToolHandler, ToolRegistry, tool, tools};
 use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
 use serde_json::json;
@@ -43,21 +42,6 @@ fn handler(seen: &Arc<Seen>) -> ToolHandler {
         .build()
         .unwrap();
     ToolHandler::new(registry)
-}
-
-/// `fut`, or a panic naming `what` once a broken cancel would have shown.
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(30), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen"))
-}
-
-fn cancelled(outcome: &Outcome) -> &str {
-    let failure = outcome
-        .failure()
-        .unwrap_or_else(|| panic!("not a failure: {outcome:?}"));
-    assert_eq!(failure.kind, FailureKind::Cancelled, "{outcome:?}");
-    &failure.message
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
