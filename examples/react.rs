@@ -9,6 +9,7 @@
 //! OPENAI_API_KEY=... cargo run --example react       # OpenAI (OPENAI_MODEL, default gpt-4.1-mini)
 //! OPENAI_BASE_URL=http://localhost:11434/v1 OPENAI_MODEL=qwen3 cargo run --example react
 //! ANTHROPIC_API_KEY=... cargo run --example react    # Anthropic (ANTHROPIC_MODEL, default claude-sonnet-4-5)
+//! GEMINI_API_KEY=... cargo run --example react       # Gemini (GEMINI_MODEL, default gemini-2.5-flash)
 //! ```
 //!
 //! The collection is a sample of CACM (titles and abstracts of Communications of the
@@ -22,7 +23,7 @@
 
 use std::error::Error;
 
-use aaa_loop::http::{AnthropicModel, OpenAiChatModel};
+use aaa_loop::http::{AnthropicModel, GeminiModel, OpenAiChatModel};
 use aaa_loop::{
     ArgumentsOrProblem, AssistantTurn, Limits, LoopEnd, LoopEvent, Message, Model, ModelRequest,
     ProviderCall, ScriptedModel, ToolLoop, ToolResult,
@@ -102,8 +103,13 @@ fn choose_model() -> Result<(Box<dyn Model>, String), Box<dyn Error>> {
             format!("model: {name} (Anthropic Messages)"),
         ));
     }
-    let about = "model: scripted, offline (set OPENAI_API_KEY, OPENAI_BASE_URL or \
-                 ANTHROPIC_API_KEY to use a real one)";
+    if set("GEMINI_API_KEY") {
+        let name = or("GEMINI_MODEL", "gemini-2.5-flash");
+        let model = GeminiModel::from_env(name.as_str()).build()?;
+        return Ok((Box::new(model), format!("model: {name} (Google Gemini)")));
+    }
+    let about = "model: scripted, offline (set OPENAI_API_KEY, OPENAI_BASE_URL, \
+                 ANTHROPIC_API_KEY or GEMINI_API_KEY to use a real one)";
     Ok((
         Box::new(ScriptedModel::from_fn(scripted_step)),
         about.into(),

@@ -181,16 +181,17 @@
 //! # Talking to a provider
 //!
 //! The `http` module (one feature per client: `openai-chat`, `openai-responses`,
-//! `anthropic`) has [`Model`]s over HTTP: an OpenAI Chat Completions client for
-//! OpenAI and every compatible server (vLLM, llama.cpp, Ollama: a base URL and an
-//! optional key), an OpenAI Responses client and an Anthropic Messages client. Each
-//! renders the conversation for its provider, reads the answer with the codec above,
-//! and has timeouts and retries on 429 and 5xx that honour `Retry-After`; errors
-//! name the HTTP status and the provider's message. Gemini has its codec but no
-//! client yet: a [`Model`] for it (or any other provider) is a few lines over your
-//! HTTP client and the provider's codec (see [`Model`]). Assistant turns are sent
-//! back as their text and calls; reasoning and thinking signatures are not kept in
-//! an [`AssistantTurn`].
+//! `anthropic`, `gemini`) has [`Model`]s over HTTP: an OpenAI Chat Completions
+//! client for OpenAI and every compatible server (vLLM, llama.cpp, Ollama: a base
+//! URL and an optional key), an OpenAI Responses client, an Anthropic Messages
+//! client and a Google Gemini (`generateContent`) client. Each renders the
+//! conversation for its provider, reads the answer with the codec above, and has
+//! timeouts and retries on 429 and 5xx that honour `Retry-After`; errors name the
+//! HTTP status and the provider's message. A [`Model`] for any other provider is a
+//! few lines over your HTTP client and a codec (see [`Model`]). Assistant turns are
+//! sent back as their text and calls; reasoning and thinking signatures are not kept
+//! in an [`AssistantTurn`] (where Gemini 3 asks for its signatures back, the Gemini
+//! client sends the placeholder Google documents for that case).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

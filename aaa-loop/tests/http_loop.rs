@@ -3,7 +3,13 @@
 //! through the embedded engine on a real `#[tool]`, and its result goes back to the
 //! provider in the provider's format.
 
-#![cfg(feature = "http")]
+// Each test needs its client's feature; the `http` feature alone has none.
+#![cfg(any(
+    feature = "openai-chat",
+    feature = "openai-responses",
+    feature = "anthropic",
+    feature = "gemini"
+))]
 
 mod http_server;
 
@@ -125,6 +131,42 @@ async fn anthropic_drives_a_loop() {
             ]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_01AddQ9pLm3Vt7Rk1Zs8Yw4N", "content": "5"},
+            ]},
+        ])
+    );
+}
+
+#[cfg(feature = "gemini")]
+#[tokio::test]
+async fn gemini_drives_a_loop() {
+    use aaa_loop::http::GeminiModel;
+
+    let server = server("gemini").await;
+    let model = GeminiModel::builder("gemini-2.5-flash")
+        .base_url(server.url())
+        .api_key("test-key")
+        .build()
+        .unwrap();
+    let result = run_loop(model).await;
+    assert_eq!(result.usage.total_tokens(), (61 + 21 + 44) + (98 + 8));
+    let body = second_body(&server);
+    assert_eq!(
+        body["systemInstruction"],
+        json!({"parts": [{"text": "Use the tools."}]})
+    );
+    // The call came without an id: it is echoed without one, answered by name and
+    // order, and its signature (not kept in the turn) is the documented stand-in.
+    assert_eq!(
+        body["contents"],
+        json!([
+            {"role": "user", "parts": [{"text": "What is 2 + 3?"}]},
+            {"role": "model", "parts": [
+                {"text": "I'll add them."},
+                {"functionCall": {"name": "add", "args": {"a": 2, "b": 3}},
+                 "thoughtSignature": "skip_thought_signature_validator"},
+            ]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "add", "response": {"result": 5}}},
             ]},
         ])
     );

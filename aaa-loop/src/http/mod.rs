@@ -1,23 +1,24 @@
 //! [`Model`](crate::Model)s that ask a provider over HTTP: OpenAI Chat Completions
-//! (and every compatible server), OpenAI Responses, Anthropic Messages. Each client
-//! exists when its feature is on (the table names them as text, so these docs build
-//! whichever features a workspace turns on).
+//! (and every compatible server), OpenAI Responses, Anthropic Messages, Google
+//! Gemini. Each client exists when its feature is on (the table names them as text,
+//! so these docs build whichever features a workspace turns on).
 //!
 //! | client | feature | endpoint | key |
 //! |---|---|---|---|
 //! | `OpenAiChatModel` | `openai-chat` | `{base_url}/chat/completions`, base `https://api.openai.com/v1` | `Authorization: Bearer`, optional off OpenAI |
 //! | `OpenAiResponsesModel` | `openai-responses` | `{base_url}/responses`, base `https://api.openai.com/v1` | `Authorization: Bearer` |
 //! | `AnthropicModel` | `anthropic` | `{base_url}/v1/messages`, base `https://api.anthropic.com` | `x-api-key`, `anthropic-version` |
+//! | `GeminiModel` | `gemini` | `{base_url}/v1beta/models/{model}:generateContent` (`:streamGenerateContent?alt=sse` streaming), base `https://generativelanguage.googleapis.com` | `x-goog-api-key` |
 //!
 //! Each client builds the provider's request body from a
 //! [`ModelRequest`](crate::ModelRequest) (the conversation, the tools exported with
 //! [`aaa_tools::export`], the output limit; see each client's `request_body`), posts
 //! it, and reads the answer with the provider's codec, so what a client understands
 //! is exactly what [`openai_chat`](crate::openai_chat),
-//! [`openai_responses`](crate::openai_responses) and [`anthropic`](crate::anthropic)
-//! understand, tested against the same documented formats. A conversation is sent
-//! whole each turn: the clients keep no state, so a loop resumed on another machine
-//! asks exactly what the first one would have.
+//! [`openai_responses`](crate::openai_responses), [`anthropic`](crate::anthropic) and
+//! [`gemini`](crate::gemini) understand, tested against the same documented
+//! formats. A conversation is sent whole each turn: the clients keep no state, so a
+//! loop resumed on another machine asks exactly what the first one would have.
 //!
 //! ```no_run
 //! use aaa_loop::http::OpenAiChatModel;
@@ -49,12 +50,13 @@
 //!   connecting has its own (10 s). A timeout is [`ModelError::Timeout`](crate::ModelError::Timeout).
 //! - A failed attempt is retried ([`RetryPolicy`]: 2 retries by default, as in
 //!   OpenAI's and Anthropic's SDKs) when asking again may succeed: 429 (except
-//!   OpenAI's `insufficient_quota`, which waiting does not cure), 408, any 5xx
-//!   (Anthropic's 529 `overloaded_error` included), a timeout, a connection that
-//!   failed or broke off. **No other 4xx is retried**: a bad key (401), a forbidden
-//!   model (403), a bad request (400, 404, 413, 422) gets the same answer every time,
-//!   so it is returned at once. This is the same line
-//!   [`ModelError::is_transient`](crate::ModelError::is_transient) draws.
+//!   OpenAI's `insufficient_quota`, which waiting does not cure; Gemini's
+//!   `RESOURCE_EXHAUSTED` included), 408, any 5xx (Anthropic's 529
+//!   `overloaded_error` and Gemini's 503 `UNAVAILABLE` included), a timeout, a
+//!   connection that failed or broke off. **No other 4xx is retried**: a bad key
+//!   (401; Gemini says 400), a forbidden model (403), a bad request (400, 404, 413,
+//!   422) gets the same answer every time, so it is returned at once. This is the
+//!   same line [`ModelError::is_transient`](crate::ModelError::is_transient) draws.
 //! - The wait before a retry is the provider's `Retry-After` when it sent one
 //!   (OpenAI's `retry-after-ms`, else `Retry-After` in seconds or as an HTTP-date),
 //!   else exponential backoff (500 ms doubling to 8 s, less up to a quarter at
@@ -63,35 +65,39 @@
 //! - An error answer is [`ModelError::Status`](crate::ModelError::Status) with the
 //!   HTTP status and the provider's own words: `"<type>: <message>"` from its
 //!   `error` object (`invalid_request_error: Incorrect API key provided ...`,
-//!   `rate_limit_error: ...`), else the body's text, noting the attempts when it was
-//!   retried (`... (gave up after 3 attempts)`). An answer that cannot be read is
-//!   [`ModelError::Decode`](crate::ModelError::Decode) with the codec's
-//!   [`CodecError`](crate::CodecError), and is not retried (an `error` event in the
-//!   middle of a stream, such as Anthropic's `overloaded_error`, is one of these);
-//!   a refusal is a turn, not an error.
+//!   `rate_limit_error: ...`, Gemini's `"<status>: <message>"` such as
+//!   `INVALID_ARGUMENT: API key not valid. ...`), else the body's text, noting the
+//!   attempts when it was retried (`... (gave up after 3 attempts)`). An answer that
+//!   cannot be read is [`ModelError::Decode`](crate::ModelError::Decode) with the
+//!   codec's [`CodecError`](crate::CodecError), and is not retried (an `error`
+//!   event in the middle of a stream, such as Anthropic's `overloaded_error` or
+//!   Gemini's `UNAVAILABLE`, is one of these); a refusal is a turn, not an error.
 //!
 //! # Why reqwest and rustls, not a provider's client crate
 //!
-//! Neither OpenAI nor Anthropic publishes an official Rust SDK; the community crates
-//! were weighed against reqwest plus this crate's codecs:
+//! Neither OpenAI, Anthropic nor Google publishes an official Rust SDK for these
+//! APIs; the community crates were weighed against reqwest plus this crate's codecs:
 //!
 //! - **Correctness.** async-openai (the best kept) deserializes into its own typed
 //!   structs, so a compatible server that sends `arguments` as an object or
 //!   `content` as parts fails in serde before any code of ours could answer the
 //!   model; the codecs here read those, and turn bad arguments into a fact for the
 //!   model instead of an error. Its retry layer honours `Retry-After` only in
-//!   seconds, not as an HTTP-date, and covers OpenAI only; an Anthropic crate would
-//!   bring a second error model and a second retry policy. Using one would mean two
-//!   parsers of one format (its types, then ours to get an
-//!   [`AssistantTurn`](crate::AssistantTurn)).
+//!   seconds, not as an HTTP-date, and covers OpenAI only; an Anthropic or Gemini
+//!   crate would bring a second error model and a second retry policy (gemini-rust,
+//!   for one, reads Gemini's JSON into its own typed structs, with its own error
+//!   type). Using one would mean two parsers of one format (its types, then ours to
+//!   get an [`AssistantTurn`](crate::AssistantTurn)).
 //! - **Build cost.** async-openai builds on reqwest too, and compiles its types
 //!   for the whole OpenAI API (files, audio, assistants, realtime, ...) on top, to
 //!   use one endpoint. reqwest is the HTTP client most dependency trees already
 //!   hold; with `default-features = false` it brings hyper's HTTP/1 client and
-//!   nothing for compression, cookies or HTTP/2. Measured: the three client
-//!   features add 62 crates (hyper, rustls, *ring*, url) and about 80 s to a cold
-//!   debug build on 2 cores, where this crate without them takes about 90 s; the
-//!   default features bring none of it.
+//!   nothing for compression, cookies or HTTP/2 (gemini-rust 2.0 asks for reqwest
+//!   0.12 with HTTP/2: a second HTTP stack next to this workspace's 0.13). Measured:
+//!   the client features (which all share the `http` machinery; `gemini` adds no
+//!   crate to it) add 62 crates (hyper, rustls, *ring*, url) and about 80 s to a
+//!   cold debug build on 2 cores, where this crate without them takes about 90 s;
+//!   the default features bring none of it.
 //! - **TLS.** rustls with the *ring* provider (`rustls-no-provider` on reqwest, the
 //!   provider chosen here, never installed process-wide), and the platform's
 //!   certificate roots through rustls-platform-verifier: no OpenSSL or native-tls,
@@ -101,7 +107,7 @@
 //!   [`BuildError::Tls`]; pass your own client with the builders' `http_client` to
 //!   choose roots, a proxy or HTTP/2 ([`reqwest`] is re-exported for that).
 //!
-//! The price is this module: a few hundred lines for three endpoints, their
+//! The price is this module: a few hundred lines for four endpoints, their
 //! request bodies and one retry loop, tested against a local server in the
 //! crate's `tests/http_*.rs`.
 //!
@@ -115,7 +121,8 @@
     not(any(
         feature = "openai-chat",
         feature = "openai-responses",
-        feature = "anthropic"
+        feature = "anthropic",
+        feature = "gemini"
     )),
     allow(dead_code, unused_imports, unused_macros)
 )]
@@ -127,6 +134,8 @@ mod sse;
 
 #[cfg(feature = "anthropic")]
 mod anthropic;
+#[cfg(feature = "gemini")]
+mod gemini;
 #[cfg(feature = "openai-chat")]
 mod openai_chat;
 #[cfg(feature = "openai-responses")]
@@ -135,6 +144,9 @@ mod openai_responses;
 #[cfg(feature = "anthropic")]
 #[cfg_attr(docsrs, doc(cfg(feature = "anthropic")))]
 pub use anthropic::{AnthropicBuilder, AnthropicModel};
+#[cfg(feature = "gemini")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gemini")))]
+pub use gemini::{GeminiBuilder, GeminiModel};
 #[cfg(feature = "openai-chat")]
 #[cfg_attr(docsrs, doc(cfg(feature = "openai-chat")))]
 pub use openai_chat::{OpenAiChatBuilder, OpenAiChatModel};
@@ -158,6 +170,15 @@ pub enum BuildError {
         provider: Provider,
         /// The environment variable `from_env` reads it from.
         variable: &'static str,
+    },
+    /// The model name cannot go in the endpoint's URL (a client whose URL names the
+    /// model: Gemini).
+    #[error("the model name {model:?} is not usable: {reason}")]
+    InvalidModel {
+        /// The model name as given.
+        model: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// The base URL is not an http or https URL.
     #[error("the base URL {url:?} is not usable: {reason}")]

@@ -84,6 +84,14 @@ impl Reply {
         }
     }
 
+    /// This reply with its lines ended by `\r\n` (as Google's server-sent events
+    /// are) instead of `\n`.
+    pub fn crlf(mut self) -> Self {
+        let text = String::from_utf8(self.body).unwrap();
+        self.body = text.replace('\n', "\r\n").into_bytes();
+        self
+    }
+
     /// This reply with a header added.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.into(), value.into()));
@@ -104,6 +112,8 @@ fn fixture(provider: &str, file: &str) -> Vec<u8> {
 pub struct Received {
     pub method: String,
     pub path: String,
+    /// The query string, without its `?`.
+    pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Value,
     pub at: Instant,
@@ -195,6 +205,7 @@ async fn answer(
     state.received.lock().unwrap().push(Received {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
         body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
         at: Instant::now(),
