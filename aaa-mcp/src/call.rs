@@ -76,6 +76,7 @@ pub(crate) async fn call_tool(
     }
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
     let key = idempotency::key_of(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
+    let named = reply::ids_asked(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
     let mut tool_state = None;
     if let Some(text) = &request.request_state {
         match shared.seal.open(text, &shared.tenant, name, &arguments)? {
@@ -89,7 +90,8 @@ pub(crate) async fn call_tool(
                     call,
                     fingerprint,
                 };
-                return resume_approval(shared, session, &request, &cx, &arguments, pending).await;
+                return resume_approval(shared, session, &request, &cx, &arguments, pending, named)
+                    .await;
             }
             Sealed::Tool { state } => tool_state = state,
         }
@@ -154,7 +156,7 @@ pub(crate) async fn call_tool(
                 outcome,
                 note: None,
             };
-            return finish(shared, &run, &call_id, name, &arguments, waited);
+            return finish(shared, &run, &call_id, (name, &arguments), named, waited);
         }
     }
     // Registered before the request: a cancel that follows it finds the call.
@@ -170,7 +172,7 @@ pub(crate) async fn call_tool(
     }
     .until_done(ride.watch, outcome)
     .await?;
-    finish(shared, &run, &call_id, name, &arguments, waited)
+    finish(shared, &run, &call_id, (name, &arguments), named, waited)
 }
 
 /// The second round of an approval asked in an `input_required` result: the user's
@@ -182,6 +184,7 @@ async fn resume_approval(
     cx: &RequestContext<RoleServer>,
     arguments: &Value,
     pending: Pending,
+    named: bool,
 ) -> Result<CallToolResponse, ErrorData> {
     let name = request.name.as_ref();
     let run = if &pending.run == shared.run.run_id() {
@@ -219,23 +222,33 @@ async fn resume_approval(
     }
     .until_done(ride.watch, outcome)
     .await?;
-    finish(shared, &run, &pending.call, name, arguments, waited)
+    finish(
+        shared,
+        &run,
+        &pending.call,
+        (name, arguments),
+        named,
+        waited,
+    )
 }
 
 /// The result of a finished wait.
+///
+/// The tool's name and arguments come as a pair; `named` says, whether the request asked for
+/// the ids of the engine's call on a success ([`reply::ids_asked`]).
 fn finish(
     shared: &Shared,
     run: &RunHandle,
     call: &CallId,
-    name: &str,
-    arguments: &Value,
+    (name, arguments): (&str, &Value),
+    named: bool,
     waited: Waited,
 ) -> Result<CallToolResponse, ErrorData> {
     let (outcome, note) = match waited {
         Waited::InputRequired(result) => return Ok(result.into()),
         Waited::Outcome { outcome, note } => (outcome, note),
     };
-    let shaped = reply::shape(&outcome, run.run_id(), call)
+    let shaped = reply::shape(&outcome, run.run_id(), call, named)
         .map_err(|message| ErrorData::internal_error(message, None))?;
     match shaped {
         Shaped::Complete(mut result) => {

@@ -228,12 +228,29 @@ async fn results_carry_structured_content_and_the_json_text() {
         serde_json::from_str::<Value>(text(&sum)).unwrap(),
         json!({"sum": 5})
     );
-    let call = &sum.meta.as_ref().unwrap()[CALL_META_KEY];
+    assert_eq!(sum.meta, None, "a success names its call only when asked");
+
+    // Asked for, the ids of the engine's call come back.
+    let mut asking = params("add", json!({"a": 2, "b": 3}));
+    let mut meta = RequestMetaObject::new();
+    meta.insert(CALL_META_KEY.to_owned(), json!(true));
+    asking.meta = Some(meta);
+    let named = client.call_tool(asking).await.unwrap();
+    let call = &named.meta.as_ref().expect("the ids were asked for")[CALL_META_KEY];
     assert_eq!(
         call["run"],
         run.as_str(),
         "the call went through the server's run"
     );
+    assert!(call["call"].is_string(), "{call}");
+
+    // Anything but a boolean there is malformed params.
+    let mut bad = params("add", json!({"a": 2, "b": 3}));
+    let mut meta = RequestMetaObject::new();
+    meta.insert(CALL_META_KEY.to_owned(), json!("yes"));
+    bad.meta = Some(meta);
+    let error = client.call_tool(bad).await.unwrap_err();
+    assert!(matches!(error, ServiceError::McpError(e) if e.code == ErrorCode::INVALID_PARAMS));
 
     let hello = client
         .call_tool(params("greet", json!({"name": "Ada"})))
