@@ -66,16 +66,16 @@ impl Outcome {
         }
     }
 
-    /// The outcome a stored fact carries, if it is one (by its subject, then its type).
-    /// The subject is an outcome's (`aaa.<t>.<r>.tool.completed.<call>`, or without the
-    /// call as before version 0.2).
-    pub(crate) fn from_stored(stored: &Stored) -> Option<Outcome> {
-        let parsed = match crate::names::outcome_completed(&stored.subject) {
-            Some(true) => Parsed::<ToolCompleted>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data))),
-            Some(false) => Parsed::<ToolFailed>::from_payload(&stored.payload)
-                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data))),
-            None => return None,
+    /// The outcome a stored fact carries, if it is one: its subject was read already
+    /// as the subject of an outcome that `completed`, or failed
+    /// (`crate::names::OutcomeSubject`); its type must say the same.
+    pub(crate) fn from_stored(stored: &Stored, completed: bool) -> Option<Outcome> {
+        let parsed = if completed {
+            Parsed::<ToolCompleted>::from_payload(&stored.payload)
+                .map(|p| (p.kind == TOOL_COMPLETED).then_some(Outcome::Completed(p.data)))
+        } else {
+            Parsed::<ToolFailed>::from_payload(&stored.payload)
+                .map(|p| (p.kind == TOOL_FAILED).then_some(Outcome::Failed(p.data)))
         };
         parsed.unwrap_or_else(|error| {
             tracing::warn!(subject = %stored.subject, %error, "skipping a fact that is not a valid outcome");

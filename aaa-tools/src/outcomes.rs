@@ -360,13 +360,15 @@ async fn look_up_retrying(
 struct Found {
     /// The fact's subject, which names the run.
     subject: Arc<str>,
+    /// Where the run lies in the subject.
+    run: std::ops::Range<usize>,
     outcome: Outcome,
 }
 
 impl Found {
-    /// The run the subject names (checked by [`parse`]).
+    /// The run the subject names.
     fn run(&self) -> &str {
-        names::outcome_of_subject(&self.subject).map_or("", |(_, run, _)| run)
+        &self.subject[self.run.clone()]
     }
 }
 
@@ -374,8 +376,9 @@ impl Found {
 /// names the call its subject names (the subject is the authority; a fact whose data
 /// says otherwise is skipped, and said so).
 fn parse(stored: &Stored) -> Option<Found> {
-    let (_, _, call) = names::outcome_of_subject(&stored.subject)?;
-    let outcome = Outcome::from_stored(stored)?;
+    let subject = names::OutcomeSubject::parse(&stored.subject)?;
+    let call = subject.call;
+    let outcome = Outcome::from_stored(stored, subject.completed)?;
     if outcome.call_id().as_str() != call {
         tracing::warn!(subject = %stored.subject, call_id = %outcome.call_id(),
             "skipping an outcome whose data names another call than its subject");
@@ -385,6 +388,7 @@ fn parse(stored: &Stored) -> Option<Found> {
     // found in the map.
     Some(Found {
         subject: stored.subject.clone(),
+        run: subject.run,
         outcome,
     })
 }
