@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::embedded(); // or NatsOptions::new(url).connect().await?
     let registry = ToolRegistry::new(tools![add])?;
     let _worker = ToolHandler::new(registry).attach(&engine).await?;
-    // OPENAI_API_KEY, and OPENAI_BASE_URL for a compatible server (or AnthropicModel).
+    // OPENAI_API_KEY, and OPENAI_BASE_URL for a compatible server (or AnthropicModel, GeminiModel).
     let model = OpenAiChatModel::from_env("gpt-4.1-mini").build()?;
     let agent = ToolLoop::new(model, tools![add]);
     // Each turn is a fact on the run: on NATS, running again with this id resumes.
