@@ -234,8 +234,8 @@ async fn resume_approval(
 
 /// The result of a finished wait.
 ///
-/// The tool's name and arguments come as a pair; `named` says, whether the request asked for
-/// the ids of the engine's call on a success ([`reply::ids_asked`]).
+/// The tool's name and arguments come as a pair; `named` says whether the request
+/// asked for the ids of the engine's call on a success ([`reply::ids_asked`]).
 fn finish(
     shared: &Shared,
     run: &RunHandle,
