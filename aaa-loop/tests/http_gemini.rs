@@ -272,9 +272,31 @@ async fn a_429_is_retried_after_the_retry_after_header() {
 }
 
 #[tokio::test]
-async fn resource_exhausted_internal_and_unavailable_are_retried() {
+async fn a_429_waits_the_retry_delay_google_puts_in_its_body() {
+    // The fixture's body asks for 7 s (`RetryInfo.retryDelay`), and it has no header:
+    // under a policy that waits out at most a second, the client gives up and says so.
     let server = Server::start([
         Reply::error(429, P, "http_429"),
+        Reply::fixture(P, "text_only"),
+    ])
+    .await;
+    let policy = fast_retries(2).with_max_retry_after(Duration::from_secs(1));
+    let error = turn(&client(&server, policy), &request())
+        .await
+        .unwrap_err();
+    let ModelError::Status { status, message } = &error else {
+        panic!("{error:?}")
+    };
+    assert_eq!(*status, 429);
+    assert!(message.contains("asked to wait 7s"), "{message}");
+    assert_eq!(server.received().len(), 1, "no second attempt");
+}
+
+#[tokio::test]
+async fn resource_exhausted_internal_and_unavailable_are_retried() {
+    let server = Server::start([
+        // The header (no wait) wins over the 7 s the body asks for.
+        Reply::error(429, P, "http_429").header("retry-after", "0"),
         Reply::error(500, P, "http_500"),
         Reply::error(503, P, "http_503"),
         Reply::fixture(P, "text_only"),

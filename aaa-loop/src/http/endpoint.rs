@@ -7,7 +7,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 use reqwest::{StatusCode, Url};
 use serde_json::Value;
 
-use super::retry::{RetryPolicy, retry_after, retryable_status};
+use super::retry::{RetryPolicy, retry_after, retry_delay_in_body, retryable_status};
 use crate::model::ModelError;
 use crate::shape::provider_error;
 use crate::turn::Provider;
@@ -108,7 +108,8 @@ impl Endpoint {
                 status: status.as_u16(),
                 message,
             },
-            retry_after: waited,
+            // A header wins; a Google API says it in the body instead.
+            retry_after: waited.or_else(|| retry_delay_in_body(&body)),
         })
     }
 

@@ -83,10 +83,9 @@ const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 /// `400 INVALID_ARGUMENT: API key not valid. ...` (Google answers it with 400, not
 /// 401, and like every 400 it is not retried); `429 RESOURCE_EXHAUSTED`,
 /// `500 INTERNAL` and `503 UNAVAILABLE` are retried as the
-/// [`RetryPolicy`](crate::http::RetryPolicy) says, after the `Retry-After` the
-/// response sent, else with exponential backoff. (Google's 429s usually give their
-/// wait as `RetryInfo.retryDelay` in the body rather than in a header; that body is
-/// not read for a wait, so the backoff applies.) A finish reason such as `SAFETY`,
+/// [`RetryPolicy`](crate::http::RetryPolicy) says, after the wait the response asked
+/// for (a `Retry-After` header, or the `RetryInfo.retryDelay` Google's 429s carry in
+/// their body), else with exponential backoff. A finish reason such as `SAFETY`,
 /// `RECITATION` or `PROHIBITED_CONTENT`, and a prompt blocked through
 /// `promptFeedback.blockReason`, are a turn with
 /// [`StopReason::Refused`](crate::StopReason::Refused), not an error.

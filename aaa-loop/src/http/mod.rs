@@ -58,8 +58,8 @@
 //!   422) gets the same answer every time, so it is returned at once. This is the
 //!   same line [`ModelError::is_transient`](crate::ModelError::is_transient) draws.
 //! - The wait before a retry is the provider's `Retry-After` when it sent one
-//!   (OpenAI's `retry-after-ms`, else `Retry-After` in seconds or as an HTTP-date),
-//!   else exponential backoff (500 ms doubling to 8 s, less up to a quarter at
+//!   (OpenAI's `retry-after-ms`, else `Retry-After` in seconds or as an HTTP-date;
+//!   Gemini's `RetryInfo.retryDelay` in its error body), else exponential backoff (500 ms doubling to 8 s, less up to a quarter at
 //!   random). A `Retry-After` past [`RetryPolicy::max_retry_after`] (60 s) is not
 //!   waited out: the error comes back at once and says what the provider asked.
 //! - An error answer is [`ModelError::Status`](crate::ModelError::Status) with the

@@ -7,7 +7,8 @@
 //! so it is returned at once.
 //!
 //! The wait before retry `n` (from 0) is the provider's `Retry-After` when it sent one
-//! (`retry-after-ms`, then `Retry-After` in seconds or as an HTTP-date), else
+//! (`retry-after-ms`, then `Retry-After` in seconds or as an HTTP-date), or the
+//! `RetryInfo.retryDelay` a Google API puts in its error body instead, else
 //! `initial_backoff * 2^n`, capped at `max_backoff`, less up to a quarter at random
 //! so that clients that failed together do not come back together. A `Retry-After`
 //! longer than [`max_retry_after`](RetryPolicy::max_retry_after) is not waited out:
@@ -130,6 +131,21 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// How long a Google API's error body asks the client to wait: the `retryDelay` of a
+/// `google.rpc.RetryInfo` among `error.details` (a protobuf duration, `"7s"` or
+/// `"0.5s"`), as Gemini sends it with a 429 instead of a `Retry-After` header.
+pub(crate) fn retry_delay_in_body(body: &[u8]) -> Option<Duration> {
+    let json: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let details = json.get("error")?.get("details")?.as_array()?;
+    let info = details.iter().find(|detail| {
+        detail
+            .get("@type")
+            .and_then(|kind| kind.as_str())
+            .is_some_and(|kind| kind.ends_with("google.rpc.RetryInfo"))
+    })?;
+    seconds(info.get("retryDelay")?.as_str()?.strip_suffix('s')?)
+}
+
 /// A non-negative number (`"2"`, `"1.5"`) as that many seconds.
 fn seconds(text: &str) -> Option<Duration> {
     let number: f64 = text.trim().parse().ok()?;
@@ -147,6 +163,25 @@ mod tests {
             map.insert(*name, HeaderValue::from_str(value).unwrap());
         }
         map
+    }
+
+    #[test]
+    fn a_google_retry_delay_is_read_from_the_error_body() {
+        let body = |delay: &str| {
+            serde_json::json!({"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.Help", "links": []},
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+            ]}})
+            .to_string()
+        };
+        let delay = |text: &str| retry_delay_in_body(body(text).as_bytes());
+        assert_eq!(delay("7s"), Some(Duration::from_secs(7)));
+        assert_eq!(delay("0.250s"), Some(Duration::from_millis(250)));
+        assert_eq!(delay("7"), None, "a protobuf duration ends in `s`");
+        assert_eq!(delay("-1s"), None);
+        assert_eq!(delay("soon"), None);
+        assert_eq!(retry_delay_in_body(br#"{"error": {"message": "x"}}"#), None);
+        assert_eq!(retry_delay_in_body(b"not json"), None);
     }
 
     #[test]
