@@ -2,8 +2,9 @@
 //!
 //! - **In**: `candidates[0].content.parts[]`: `functionCall` parts (`name`, `args` an
 //!   object, left out for a function without parameters, and an optional `id`) are
-//!   the calls, in their order; `text` parts give the text (`thought` parts are
-//!   skipped). Only the first candidate is read.
+//!   the calls, in their order, each with the `thoughtSignature` of its part when it
+//!   has one ([`ProviderCall::signature`]); `text` parts give the text (`thought`
+//!   parts are skipped). Only the first candidate is read.
 //! - **Stream**: successive `GenerateContentResponse` chunks, each with whole parts
 //!   (a `functionCall` never spans chunks); the chunk with `finishReason` ends the
 //!   turn, `usageMetadata` is cumulative. A JSON array of chunks (the body of
@@ -233,7 +234,7 @@ impl Assembler {
             None => ArgumentsOrProblem::empty(),
             Some(args) => ArgumentsOrProblem::from_value(args.value().clone()),
         };
-        let call = match call.str("id")?.filter(|id| !id.is_empty()) {
+        let mut call = match call.str("id")?.filter(|id| !id.is_empty()) {
             Some(id) => ProviderCall::new(id, name, arguments),
             None => ProviderCall::without_id(
                 positional_call_id(self.turn, self.calls.len()),
@@ -241,6 +242,9 @@ impl Assembler {
                 arguments,
             ),
         };
+        if let Some(signature) = part.str("thoughtSignature")?.filter(|s| !s.is_empty()) {
+            call = call.with_signature(signature);
+        }
         self.calls.push(call);
         Ok(())
     }
@@ -318,6 +322,30 @@ mod tests {
             turn.calls[0].call_id,
             parse(&body, 8).unwrap().calls[0].call_id
         );
+    }
+
+    #[test]
+    fn a_calls_thought_signature_is_kept_and_survives_the_record() {
+        let body = json!({"candidates": [{"finishReason": "STOP", "content": {"parts": [
+            {"functionCall": {"name": "a", "args": {}}, "thoughtSignature": "c2lnLTE="},
+            {"functionCall": {"name": "b", "args": {}}},
+        ]}}]});
+        let turn = parse(&body, 0).unwrap();
+        assert_eq!(turn.calls[0].signature.as_deref(), Some("c2lnLTE="));
+        assert_eq!(turn.calls[1].signature, None);
+        // A turn is recorded on its run as JSON: the signature comes back with it, and
+        // a record from before signatures were kept still reads.
+        let recorded: AssistantTurn =
+            serde_json::from_value(serde_json::to_value(&turn).unwrap()).unwrap();
+        assert_eq!(recorded, turn);
+        let mut old = serde_json::to_value(&turn).unwrap();
+        old["calls"][0].as_object_mut().unwrap().remove("signature");
+        let old: AssistantTurn = serde_json::from_value(old).unwrap();
+        assert_eq!(old.calls[0].signature, None);
+
+        let mut streamed = Assembler::new(0);
+        streamed.push(&body).unwrap();
+        assert_eq!(streamed.finish().unwrap(), turn);
     }
 
     #[test]

@@ -185,6 +185,11 @@ pub struct ProviderCall {
     pub name: Arc<str>,
     /// The arguments, or what is wrong with them.
     pub arguments: ArgumentsOrProblem,
+    /// An opaque signature the provider attached to the call and wants back with it
+    /// (Gemini's `thoughtSignature`, which carries the model's reasoning from one turn
+    /// to the next); recorded with the turn, so a resumed loop sends it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Arc<str>>,
 }
 
 impl ProviderCall {
@@ -208,7 +213,14 @@ impl ProviderCall {
             provider_id: Some(provider_id),
             name: name.into(),
             arguments,
+            signature: None,
         }
+    }
+
+    /// The call with the provider's `signature` (see [`signature`](Self::signature)).
+    pub fn with_signature(mut self, signature: impl Into<Arc<str>>) -> Self {
+        self.signature = Some(signature.into());
+        self
     }
 
     /// A call the provider gave no id, known by `call_id`.
@@ -222,6 +234,7 @@ impl ProviderCall {
             call_id,
             name: name.into(),
             arguments,
+            signature: None,
         }
     }
 

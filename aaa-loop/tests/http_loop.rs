@@ -155,7 +155,7 @@ async fn gemini_drives_a_loop() {
         json!({"parts": [{"text": "Use the tools."}]})
     );
     // The call came without an id: it is echoed without one, answered by name and
-    // order, and its signature (not kept in the turn) is the documented stand-in.
+    // order, and with the signature it came with.
     assert_eq!(
         body["contents"],
         json!([
@@ -163,7 +163,7 @@ async fn gemini_drives_a_loop() {
             {"role": "model", "parts": [
                 {"text": "I'll add them."},
                 {"functionCall": {"name": "add", "args": {"a": 2, "b": 3}},
-                 "thoughtSignature": "skip_thought_signature_validator"},
+                 "thoughtSignature": "CiQB0e2Kb7yFq3pN1vR8sW4tX6zA9cD2eG5hJ7kL0mP3qS6uV8w="},
             ]},
             {"role": "user", "parts": [
                 {"functionResponse": {"name": "add", "response": {"result": 5}}},

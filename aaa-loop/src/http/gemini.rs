@@ -16,9 +16,9 @@ use crate::gemini;
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
 use crate::turn::{AssistantTurn, Provider};
 
-/// The `thoughtSignature` sent on the first function call of each model turn the
-/// conversation echoes: Google's documented value for a call whose real signature
-/// the client does not have.
+/// The `thoughtSignature` sent on the first function call of an echoed model turn
+/// whose call came without one: Google's documented value for a call whose real
+/// signature the client does not have.
 const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// A [`Model`] that asks Google's Gemini API:
@@ -68,13 +68,15 @@ const SKIP_THOUGHT_SIGNATURE: &str = "skip_thought_signature_validator";
 ///
 /// Thinking models (Gemini 2.5 and 3) sign their function calls (`thoughtSignature`)
 /// and ask for the signature back with the conversation; Gemini 3 answers 400 when
-/// the first call of a model turn comes back without one. An [`AssistantTurn`] does
-/// not keep signatures (the turn is provider-neutral and recorded on the run), so the
-/// client sends the value Google documents for calls whose signature is not at hand,
-/// `skip_thought_signature_validator`, on the first call of each echoed turn, as
-/// Google's own Gemini CLI does for histories it rebuilt. The model then does not see
-/// its earlier reasoning, which Google says may cost some quality on long tool
-/// chains; the conversation is accepted by every model.
+/// the first call of a model turn comes back without one. The codec keeps each call's
+/// signature ([`ProviderCall::signature`](crate::ProviderCall::signature)), the turn
+/// is recorded with it, and the client sends it back on its call, so the model keeps
+/// its reasoning across turns, a resumed loop included. A turn whose first call has
+/// none (a turn from another provider, a scripted one, or one recorded before
+/// signatures were kept) gets the value Google documents for a call whose signature
+/// is not at hand, `skip_thought_signature_validator`, as Google's own Gemini CLI
+/// does for histories it rebuilt: accepted by every model, at some cost in quality on
+/// long tool chains.
 ///
 /// # Errors and retries
 ///
@@ -284,8 +286,10 @@ fn model_content(turn: &AssistantTurn) -> Option<Value> {
             function_call["id"] = json!(id);
         }
         let mut part = json!({ "functionCall": function_call });
-        if position == 0 {
-            part["thoughtSignature"] = json!(SKIP_THOUGHT_SIGNATURE);
+        match (&call.signature, position) {
+            (Some(signature), _) => part["thoughtSignature"] = json!(signature),
+            (None, 0) => part["thoughtSignature"] = json!(SKIP_THOUGHT_SIGNATURE),
+            (None, _) => {}
         }
         parts.push(part);
     }
@@ -412,7 +416,8 @@ mod tests {
         )
         .unwrap();
         let named = ProviderCall::new("fc-1", "add", ArgumentsOrProblem::from_text("[1]"));
-        let second = ProviderCall::new("fc-2", "add", ArgumentsOrProblem::from_text("{}"));
+        let second = ProviderCall::new("fc-2", "add", ArgumentsOrProblem::from_text("{}"))
+            .with_signature("sig-2");
         let refused = AssistantTurn::tool_calls([]).with_stop(StopReason::Refused("no".into()));
         let request = ModelRequest::new(
             vec![
@@ -450,7 +455,8 @@ mod tests {
                     {"role": "model", "parts": [
                         {"functionCall": {"name": "add", "args": {}, "id": "fc-1"},
                          "thoughtSignature": "skip_thought_signature_validator"},
-                        {"functionCall": {"name": "add", "args": {}, "id": "fc-2"}},
+                        {"functionCall": {"name": "add", "args": {}, "id": "fc-2"},
+                         "thoughtSignature": "sig-2"},
                     ]},
                     {"role": "user", "parts": [
                         {"functionResponse": {"name": "add", "response": {"error": "error (bad_args): an array"}, "id": "fc-1"}},
