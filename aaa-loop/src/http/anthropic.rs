@@ -2,15 +2,14 @@
 
 use std::fmt;
 
-use aaa_tools::Tool;
-use aaa_tools::export::{Format, export_tool};
+use aaa_tools::export::Format;
 use reqwest::header::HeaderName;
 use serde_json::{Map, Value, json};
 
-use super::BuildError;
 use super::endpoint::{Endpoint, Reply};
 use super::settings::{Settings, settings_setters};
 use super::sse;
+use super::{BuildError, export_tools};
 use crate::anthropic;
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
 use crate::turn::{AssistantTurn, Provider};
@@ -115,7 +114,7 @@ impl AnthropicModel {
             body.insert("system".into(), json!(system.join("\n\n")));
         }
         body.insert("messages".into(), Value::Array(messages));
-        let tools = tools(&request.tools)?;
+        let tools = export_tools(&request.tools, Format::Anthropic)?;
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
         }
@@ -148,15 +147,6 @@ fn decode(reply: &Reply) -> Result<AssistantTurn, crate::CodecError> {
         stream.push_slice(&data)?;
     }
     stream.finish()
-}
-
-/// The tools in Anthropic's format.
-fn tools(tools: &[Tool]) -> Result<Vec<Value>, ModelError> {
-    tools
-        .iter()
-        .map(|tool| export_tool(tool, Format::Anthropic))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ModelError::Other(e.to_string()))
 }
 
 /// The system texts, and the rest of the conversation as Anthropic messages.

@@ -2,15 +2,14 @@
 
 use std::fmt;
 
-use aaa_tools::Tool;
-use aaa_tools::export::{Format, export_tool};
+use aaa_tools::export::Format;
 use reqwest::header::HeaderName;
 use serde_json::{Map, Value, json};
 
-use super::BuildError;
 use super::endpoint::{Endpoint, Reply};
 use super::settings::{Settings, settings_setters};
 use super::sse;
+use super::{BuildError, export_tools};
 use crate::error::CodecError;
 use crate::gemini;
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
@@ -178,7 +177,7 @@ impl GeminiModel {
                 json!({"parts": [{"text": system.join("\n\n")}]}),
             );
         }
-        let declarations = declarations(&request.tools)?;
+        let declarations = export_tools(&request.tools, Format::Gemini)?;
         if !declarations.is_empty() {
             let entry = json!({ "functionDeclarations": declarations });
             match body.get_mut("tools") {
@@ -241,15 +240,6 @@ fn decode(reply: &Reply, turn: u32) -> Result<AssistantTurn, CodecError> {
         stream.push_slice(&reply.body)?;
     }
     stream.finish()
-}
-
-/// The tools as Gemini function declarations.
-fn declarations(tools: &[Tool]) -> Result<Vec<Value>, ModelError> {
-    tools
-        .iter()
-        .map(|tool| export_tool(tool, Format::Gemini))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ModelError::Other(e.to_string()))
 }
 
 /// The system texts, and the rest of the conversation as Gemini contents.

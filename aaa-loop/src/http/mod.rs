@@ -157,7 +157,21 @@ pub use openai_responses::{OpenAiResponsesBuilder, OpenAiResponsesModel};
 pub use reqwest;
 pub use retry::RetryPolicy;
 
+use aaa_tools::Tool;
+use aaa_tools::export::{Format, export_tool};
+use serde_json::Value;
+
 use crate::turn::Provider;
+
+/// `tools` in the provider's `format`, for a request body; a tool the format cannot
+/// express fails the turn before anything is sent.
+fn export_tools(tools: &[Tool], format: Format) -> Result<Vec<Value>, crate::ModelError> {
+    tools
+        .iter()
+        .map(|tool| export_tool(tool, format))
+        .collect::<Result<_, _>>()
+        .map_err(|e| crate::ModelError::Other(e.to_string()))
+}
 
 /// Why a client could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

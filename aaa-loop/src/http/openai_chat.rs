@@ -3,15 +3,14 @@
 
 use std::fmt;
 
-use aaa_tools::Tool;
-use aaa_tools::export::{Format, export_tool};
+use aaa_tools::export::Format;
 use reqwest::header::AUTHORIZATION;
 use serde_json::{Map, Value, json};
 
-use super::BuildError;
 use super::endpoint::{Endpoint, Reply};
 use super::settings::{Settings, settings_setters};
 use super::sse;
+use super::{BuildError, export_tools};
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
 use crate::openai_chat;
 use crate::turn::{AssistantTurn, Provider, ProviderCall};
@@ -116,7 +115,12 @@ impl OpenAiChatModel {
             "messages".into(),
             Value::Array(messages(&request.messages)?),
         );
-        let tools = tools(&request.tools, self.strict)?;
+        let tools = export_tools(
+            &request.tools,
+            Format::OpenAiChat {
+                strict: self.strict,
+            },
+        )?;
         if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
         }
@@ -156,15 +160,6 @@ fn decode(reply: &Reply) -> Result<AssistantTurn, crate::CodecError> {
         stream.push_slice(&data)?;
     }
     stream.finish()
-}
-
-/// The tools in Chat Completions' format.
-fn tools(tools: &[Tool], strict: bool) -> Result<Vec<Value>, ModelError> {
-    tools
-        .iter()
-        .map(|tool| export_tool(tool, Format::OpenAiChat { strict }))
-        .collect::<Result<_, _>>()
-        .map_err(|e| ModelError::Other(e.to_string()))
 }
 
 /// The conversation as Chat Completions messages.
