@@ -4,23 +4,13 @@
 
 mod support;
 
-use std::time::Duration;
-
-use aaa_tools::event::{ATTEMPT_STARTED, Event, TOOL_CANCELLED, TOOL_FAILED, TOOL_REQUESTED};
-use aaa_tools::{CallId, FailureKind, RunHandle};
-use futures::StreamExt;
+use aaa_tools::event::{ATTEMPT_STARTED, TOOL_CANCELLED, TOOL_FAILED, TOOL_REQUESTED};
+use aaa_tools::{CallId, FailureKind};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
-use support::TestServer;
-
-/// `fut`, or a panic naming `what` once a broken cancel would have shown.
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen"))
-}
+use support::{TestServer, fact, within};
 
 /// A call of `sleepy` for an hour (it returns early when told to stop).
 fn sleepy_for_an_hour() -> ClientRequest {
@@ -31,19 +21,6 @@ fn sleepy_for_an_hour() -> ClientRequest {
     ClientRequest::CallToolRequest(CallToolRequest::new(
         CallToolRequestParams::new("sleepy").with_arguments(arguments),
     ))
-}
-
-/// The first fact of `kind` on the run (about `call`, when given), waiting for it.
-async fn fact(run: &RunHandle, kind: &str, call: Option<&CallId>) -> Event {
-    let mut facts = run.facts().await.unwrap();
-    while let Some(event) = within(kind, facts.next()).await {
-        let event = event.unwrap();
-        let about = call.is_none_or(|c| event.subject.as_deref() == Some(c.as_str()));
-        if event.kind == kind && about {
-            return event;
-        }
-    }
-    panic!("the run's facts ended before a {kind}");
 }
 
 /// A client with no handlers of its own, talking to `server` over an in-memory stream.

@@ -4,35 +4,13 @@
 
 mod support;
 
-use std::time::Duration;
-
 use aaa_mcp::{HttpOptions, HttpServer};
-use aaa_tools::event::{ATTEMPT_STARTED, Event, TOOL_CANCELLED, TOOL_REQUESTED};
-use aaa_tools::{CallId, FailureKind, RunHandle};
-use futures::StreamExt;
+use aaa_tools::event::{ATTEMPT_STARTED, TOOL_CANCELLED, TOOL_REQUESTED};
+use aaa_tools::{CallId, FailureKind};
 use serde_json::{Value, json};
+use support::{fact, within};
 
 const MODERN: &str = "2026-07-28";
-
-/// `fut`, or a panic naming `what` once a broken cancel would have shown.
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(Duration::from_secs(20), fut)
-        .await
-        .unwrap_or_else(|_| panic!("{what} did not happen"))
-}
-
-/// The first fact of `kind` on the run (about `call`, when given), waiting for it.
-async fn fact(run: &RunHandle, kind: &str, call: Option<&CallId>) -> Event {
-    let mut facts = run.facts().await.unwrap();
-    while let Some(event) = within(kind, facts.next()).await {
-        let event = event.unwrap();
-        let about = call.is_none_or(|c| event.subject.as_deref() == Some(c.as_str()));
-        if event.kind == kind && about {
-            return event;
-        }
-    }
-    panic!("the run's facts ended before a {kind}");
-}
 
 /// POSTs a stateless `2026-07-28` `tools/call` of `name`; the answer's JSON-RPC
 /// messages (the `data:` lines of its stream, or its JSON body).

@@ -1,6 +1,6 @@
 //! What the integration tests share: the tools they serve (each counting its runs, so
-//! a test sees whether a tool ran, and how often) and a server of them on an embedded
-//! engine.
+//! a test sees whether a tool ran, and how often), a server of them on an embedded
+//! engine, and waiting for a run's facts.
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a part
 
@@ -9,10 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aaa_mcp::McpServer;
+use aaa_tools::event::Event;
 use aaa_tools::{
-    Engine, HandlerHandle, Progress, State, Tool, ToolContext, ToolError, ToolHandler,
-    ToolRegistry, tool, tools,
+    CallId, Engine, HandlerHandle, Progress, RunHandle, State, Tool, ToolContext, ToolError,
+    ToolHandler, ToolRegistry, tool, tools,
 };
+use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -212,4 +214,24 @@ pub fn say_skipped(reason: &str) {
             "SKIPPED ({binary}): tests here passed without running: {reason}"
         );
     });
+}
+
+/// `fut`, or a panic naming `what` once a broken cancel would have shown.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not happen"))
+}
+
+/// The first fact of `kind` on the run (about `call`, when given), waiting for it.
+pub async fn fact(run: &RunHandle, kind: &str, call: Option<&CallId>) -> Event {
+    let mut facts = run.facts().await.unwrap();
+    while let Some(event) = within(kind, facts.next()).await {
+        let event = event.unwrap();
+        let about = call.is_none_or(|c| event.subject.as_deref() == Some(c.as_str()));
+        if event.kind == kind && about {
+            return event;
+        }
+    }
+    panic!("the run's facts ended before a {kind}");
 }
