@@ -9,8 +9,8 @@ mod http_server;
 use std::time::Duration;
 
 use aaa_loop::http::{AnthropicModel, RetryPolicy};
-use aaa_loop::{AssistantTurn, Message, Model, ModelError, ModelRequest, StopReason};
-use http_server::{Reply, Server, fast_retries, tools};
+use aaa_loop::{ModelError, StopReason};
+use http_server::{Reply, Server, fast_retries, request, turn};
 use serde_json::json;
 
 const P: &str = "anthropic";
@@ -22,22 +22,6 @@ fn client(server: &Server, retry: RetryPolicy) -> AnthropicModel {
         .retry(retry)
         .build()
         .unwrap()
-}
-
-fn request() -> ModelRequest {
-    ModelRequest::new(
-        vec![
-            Message::system("Be brief."),
-            Message::user("Weather in Paris?"),
-        ],
-        aaa_tools::tools![tools::add],
-    )
-}
-
-async fn turn(model: &AnthropicModel, request: &ModelRequest) -> Result<AssistantTurn, ModelError> {
-    tokio::time::timeout(Duration::from_secs(30), model.turn(request))
-        .await
-        .expect("the client hung")
 }
 
 #[tokio::test]

@@ -11,10 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aaa_loop::http::{GeminiModel, RetryPolicy};
-use aaa_loop::{
-    AssistantTurn, CodecError, Message, Model, ModelError, ModelRequest, Provider, StopReason,
-};
-use http_server::{Reply, Server, fast_retries, tools};
+use aaa_loop::{CodecError, Message, ModelError, ModelRequest, Provider, StopReason};
+use http_server::{Reply, Server, fast_retries, request, turn};
 use serde_json::json;
 
 const P: &str = "gemini";
@@ -36,24 +34,6 @@ fn streaming(server: &Server) -> GeminiModel {
         .retry(fast_retries(2))
         .build()
         .unwrap()
-}
-
-fn request() -> ModelRequest {
-    ModelRequest::new(
-        vec![
-            Message::system("Be brief."),
-            Message::user("Weather in Paris?"),
-        ],
-        aaa_tools::tools![tools::add],
-    )
-}
-
-/// Bounds a test's wait for the client, so that a client that hangs fails the test
-/// instead of hanging it.
-async fn turn(model: &GeminiModel, request: &ModelRequest) -> Result<AssistantTurn, ModelError> {
-    tokio::time::timeout(Duration::from_secs(30), model.turn(request))
-        .await
-        .expect("the client hung")
 }
 
 #[tokio::test]

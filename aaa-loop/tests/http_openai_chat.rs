@@ -12,8 +12,8 @@ mod http_server;
 use std::time::{Duration, SystemTime};
 
 use aaa_loop::http::{OpenAiChatModel, RetryPolicy};
-use aaa_loop::{CodecError, Message, Model, ModelError, ModelRequest, StopReason};
-use http_server::{Reply, Server, closed_port_url, fast_retries, tools};
+use aaa_loop::{CodecError, ModelError, StopReason};
+use http_server::{Reply, Server, closed_port_url, fast_retries, request, turn};
 use serde_json::json;
 
 const P: &str = "openai_chat";
@@ -25,27 +25,6 @@ fn client(server: &Server, retry: RetryPolicy) -> OpenAiChatModel {
         .retry(retry)
         .build()
         .unwrap()
-}
-
-fn request() -> ModelRequest {
-    ModelRequest::new(
-        vec![
-            Message::system("Be brief."),
-            Message::user("Weather in Paris?"),
-        ],
-        aaa_tools::tools![tools::add],
-    )
-}
-
-/// Bounds a test's wait for the client, so that a client that hangs fails the test
-/// instead of hanging it.
-async fn turn(
-    model: &OpenAiChatModel,
-    request: &ModelRequest,
-) -> Result<aaa_loop::AssistantTurn, ModelError> {
-    tokio::time::timeout(Duration::from_secs(30), model.turn(request))
-        .await
-        .expect("the client hung")
 }
 
 #[tokio::test]

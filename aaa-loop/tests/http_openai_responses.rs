@@ -6,11 +6,9 @@
 
 mod http_server;
 
-use std::time::Duration;
-
 use aaa_loop::http::{OpenAiResponsesModel, RetryPolicy};
-use aaa_loop::{AssistantTurn, Message, Model, ModelError, ModelRequest, StopReason};
-use http_server::{Reply, Server, fast_retries, tools};
+use aaa_loop::{ModelError, StopReason};
+use http_server::{Reply, Server, fast_retries, request, turn};
 use serde_json::json;
 
 const P: &str = "openai_responses";
@@ -22,25 +20,6 @@ fn client(server: &Server, retry: RetryPolicy) -> OpenAiResponsesModel {
         .retry(retry)
         .build()
         .unwrap()
-}
-
-fn request() -> ModelRequest {
-    ModelRequest::new(
-        vec![
-            Message::system("Be brief."),
-            Message::user("Weather in Paris?"),
-        ],
-        aaa_tools::tools![tools::add],
-    )
-}
-
-async fn turn(
-    model: &OpenAiResponsesModel,
-    request: &ModelRequest,
-) -> Result<AssistantTurn, ModelError> {
-    tokio::time::timeout(Duration::from_secs(30), model.turn(request))
-        .await
-        .expect("the client hung")
 }
 
 #[tokio::test]

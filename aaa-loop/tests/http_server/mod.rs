@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aaa_loop::http::RetryPolicy;
+use aaa_loop::{AssistantTurn, Message, Model, ModelError, ModelRequest};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::HeaderMap;
@@ -230,6 +231,25 @@ async fn answer(
         );
     }
     Ok(response)
+}
+
+/// The request every client test asks: a system and a user message, and `add`.
+pub fn request() -> ModelRequest {
+    ModelRequest::new(
+        vec![
+            Message::system("Be brief."),
+            Message::user("Weather in Paris?"),
+        ],
+        aaa_tools::tools![tools::add],
+    )
+}
+
+/// `model`'s turn for `request`, bounded: a client that hangs fails the test instead
+/// of hanging it.
+pub async fn turn(model: &impl Model, request: &ModelRequest) -> Result<AssistantTurn, ModelError> {
+    tokio::time::timeout(Duration::from_secs(30), model.turn(request))
+        .await
+        .expect("the client hung")
 }
 
 /// A retry policy for tests: `retries` retries, a millisecond of backoff.
