@@ -17,6 +17,9 @@
 //! Over stdio, stdin is the MCP channel: run it with `--nats` and approve from another
 //! program on the bus (`RunHandle::grant`) instead.
 //!
+//! `count_slowly` becomes an MCP task for a client that declared the tasks extension
+//! (`tasks/get` follows it, from this process or another gateway of the same bus).
+//!
 //! The token can also come from `AAA_MCP_TOKEN`.
 
 use std::collections::HashMap;
@@ -24,7 +27,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aaa_mcp::{HttpOptions, HttpServer, McpServer};
+use aaa_mcp::{HttpOptions, HttpServer, McpServer, TaskSupport};
 use aaa_tools::event::{APPROVAL_REQUESTED, ApprovalDecision, ApprovalRequested};
 use aaa_tools::{
     CallId, Engine, Progress, ToolContext, ToolError, ToolHandler, ToolRegistry, tool, tools,
@@ -213,6 +216,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .instructions("Weather, arithmetic, a slow counter and payments (a human approves each).")
         .output_schema::<Weather>("get_weather")
         .reports_progress("count_slowly")
+        // A client that declared the tasks extension gets a task it polls; it
+        // outlives this process (the task is an engine call, recorded in the store).
+        .task_support("count_slowly", TaskSupport::Optional)
         .build()?;
     match args.http {
         None => {

@@ -77,6 +77,18 @@ pub(crate) async fn call_tool(
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
     let key = idempotency::key_of(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
     let named = reply::ids_asked(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
+    if request.request_state.is_none() && crate::tasks::becomes_task(shared, name, &cx)? {
+        let mcp = McpRequest {
+            input_responses: request.input_responses.clone(),
+            state: None,
+            // The session's too: a task answers its approval in band when the
+            // client can elicit, however it declared so.
+            client_capabilities: cx.client_capabilities(),
+            protocol_version: cx.meta.protocol_version(),
+            log_level: cx.meta.log_level(),
+        };
+        return crate::tasks::create(shared, name, arguments, mcp, key).await;
+    }
     let mut tool_state = None;
     if let Some(text) = &request.request_state {
         match shared.seal.open(text, &shared.tenant, name, &arguments)? {
@@ -658,7 +670,7 @@ fn check_capabilities(
 }
 
 /// The name of the client, for approvals it decides.
-fn client_name(cx: &RequestContext<RoleServer>) -> String {
+pub(crate) fn client_name(cx: &RequestContext<RoleServer>) -> String {
     cx.client_info()
         .map(|info| info.name)
         .unwrap_or_else(|| "unnamed client".to_owned())

@@ -5,13 +5,14 @@
 #![allow(deprecated)] // resources/subscribe is legacy-only, and still served.
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
-    CompleteResult, CustomNotification, CustomRequest, CustomResult, GetPromptRequestParams,
-    GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool, ToolsCapability,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CancelledNotificationParam,
+    CompleteRequestParams, CompleteResult, CustomNotification, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, Tool, ToolsCapability,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -22,6 +23,12 @@ impl<X: ServerHandler + Clone> ServerHandler for McpServer<X> {
     fn get_info(&self) -> ServerConfig {
         let mut info = self.extras.get_info();
         info.capabilities.tools = Some(ToolsCapability::default());
+        if !self.shared.tasks.is_empty() {
+            info.capabilities
+                .extensions
+                .get_or_insert_default()
+                .insert(TASKS_EXTENSION_ID.to_owned(), Default::default());
+        }
         info.server_info = self.shared.info.clone();
         if let Some(instructions) = &self.shared.instructions {
             info.instructions = Some(instructions.clone());
@@ -67,6 +74,31 @@ impl<X: ServerHandler + Clone> ServerHandler for McpServer<X> {
             cx,
         ))
         .await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        crate::tasks::get_task(&self.shared, request).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let client = crate::call::client_name(&cx);
+        crate::tasks::update_task(&self.shared, request, &client).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        crate::tasks::cancel_task(&self.shared, request).await
     }
 
     async fn complete(

@@ -48,6 +48,10 @@
 //! - Re-sent requests ([`idempotency`]): a request with
 //!   `params._meta["aaa-tools/idempotencyKey"]` ([`IDEMPOTENCY_KEY`]) names one engine
 //!   call; sent again, it gets that call's outcome and the tool does not run twice.
+//! - Tasks ([`tasks`]): a tool declared with [`McpServerBuilder::task_support`]
+//!   answers a client that declared the tasks extension with a task, which `tasks/get`,
+//!   `tasks/update` and `tasks/cancel` follow, answer and stop, from any server of the
+//!   engine.
 //! - Everything else (resources, prompts, completions, logging): an rmcp
 //!   [`ServerHandler`](rmcp::ServerHandler) of your own, through
 //!   [`McpServerBuilder::extras`].
@@ -77,7 +81,10 @@
 //! - The `outputSchema` of a tool is declared on the builder
 //!   ([`McpServerBuilder::output_schema`]): a `#[tool]` does not record its return
 //!   type's schema.
-//! - MCP tasks (the `tasks` extension) are not served.
+//! - MCP tasks (the `io.modelcontextprotocol/tasks` extension) are engine calls
+//!   recorded in the engine's store, for the tools declared with
+//!   [`McpServerBuilder::task_support`]: a task outlives the server process that made
+//!   it ([`tasks`]).
 //! - A cancelled request (`notifications/cancelled`, or on protocol `2026-07-28` over
 //!   HTTP a closed response stream) cancels its engine call
 //!   ([`RunHandle::cancel`](aaa_tools::RunHandle::cancel)): the tool is told through
@@ -100,6 +107,7 @@ pub mod reply;
 mod server;
 mod state;
 mod stdio;
+pub mod tasks;
 
 pub use approval::Approvals;
 pub use call::APPROVAL_META_KEY;
@@ -110,5 +118,6 @@ pub use idempotency::IDEMPOTENCY_KEY;
 pub use reply::{CALL_META_KEY, McpReply, REPLY_KEY};
 pub use server::{BuildError, DEFAULT_PAGE_SIZE, McpServer, McpServerBuilder, NoExtras};
 pub use stdio::{serve_io, serve_stdio};
+pub use tasks::TaskSupport;
 
 pub use rmcp;

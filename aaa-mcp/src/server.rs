@@ -16,6 +16,7 @@ use crate::cancel::Session;
 use crate::follow::Follower;
 use crate::listing::Listing;
 use crate::state::StateSeal;
+use crate::tasks::TaskSupport;
 
 /// The default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
@@ -107,6 +108,8 @@ pub(crate) struct Shared {
     pub(crate) required: HashMap<String, ClientCapabilities>,
     /// Which tools were seen reporting progress (see `call`'s catch-up).
     reporting: HashMap<String, AtomicBool>,
+    /// The tools whose calls may become MCP tasks.
+    pub(crate) tasks: HashMap<String, TaskSupport>,
 }
 
 impl Shared {
@@ -181,6 +184,7 @@ pub struct McpServerBuilder<X = NoExtras> {
     share_sessions: bool,
     required: Vec<(String, ClientCapabilities)>,
     progress_tools: Vec<String>,
+    tasks: Vec<(String, TaskSupport)>,
     extras: X,
 }
 
@@ -203,6 +207,7 @@ impl McpServer {
             share_sessions: false,
             required: Vec::new(),
             progress_tools: Vec::new(),
+            tasks: Vec::new(),
             extras: NoExtras,
         }
     }
@@ -325,6 +330,31 @@ impl<X> McpServerBuilder<X> {
         self
     }
 
+    /// Lets the calls of `tool` become MCP tasks (the `io.modelcontextprotocol/tasks`
+    /// extension, which the server then advertises): see [`tasks`](crate::tasks). A
+    /// task is an engine call recorded in the engine's store, so it outlives the
+    /// server process.
+    ///
+    /// ```
+    /// use aaa_mcp::{McpServer, TaskSupport};
+    /// use aaa_tools::{Engine, ToolRegistry, tool, tools};
+    ///
+    /// /// Render a report.
+    /// #[tool]
+    /// async fn render() -> String { "done".to_owned() }
+    ///
+    /// let registry = ToolRegistry::new(tools![render]).unwrap();
+    /// let server = McpServer::builder(registry, Engine::embedded())
+    ///     .task_support("render", TaskSupport::Optional)
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = server;
+    /// ```
+    pub fn task_support(mut self, tool: &str, support: TaskSupport) -> Self {
+        self.tasks.push((tool.to_owned(), support));
+        self
+    }
+
     /// What answers everything but tools: resources, prompts, completions, the
     /// logging level, resource subscriptions. Its capabilities are advertised beside
     /// the tools; its `initialize`, tools and `server/discover` are not used.
@@ -343,6 +373,7 @@ impl<X> McpServerBuilder<X> {
             share_sessions: self.share_sessions,
             required: self.required,
             progress_tools: self.progress_tools,
+            tasks: self.tasks,
             extras,
         }
     }
@@ -380,6 +411,13 @@ impl<X> McpServerBuilder<X> {
                 return Err(BuildError::UnknownTool(tool.clone()));
             }
         }
+        let mut tasks = HashMap::new();
+        for (tool, support) in self.tasks {
+            if self.registry.get(&tool).is_none() {
+                return Err(BuildError::UnknownTool(tool));
+            }
+            tasks.insert(tool, support);
+        }
         let reporting = self
             .registry
             .names()
@@ -406,6 +444,7 @@ impl<X> McpServerBuilder<X> {
                 share_sessions: self.share_sessions,
                 required,
                 reporting,
+                tasks,
             }),
             extras: self.extras,
             session: Session::default(),

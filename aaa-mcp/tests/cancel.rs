@@ -36,6 +36,7 @@ async fn connect(
 async fn notifications_cancelled_stops_the_tool_and_the_run_says_so() {
     let TestServer {
         server,
+        runs,
         worker: _worker,
         ..
     } = support::server().await;
@@ -50,6 +51,8 @@ async fn notifications_cancelled_stops_the_tool_and_the_run_says_so() {
     let requested = fact(&run, TOOL_REQUESTED, None).await;
     let call = CallId::new(requested.subject.unwrap()).unwrap();
     fact(&run, ATTEMPT_STARTED, Some(&call)).await;
+    // The tool itself runs (a busy machine may start the attempt well before it).
+    within("the tool sleeps", runs.asleep.notified()).await;
     request
         .cancel(Some("the user pressed stop".into()))
         .await

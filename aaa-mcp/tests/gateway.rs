@@ -4,8 +4,12 @@
 //! and the call completes; an `at_most_once` tool is never started again and the call
 //! returns `outcome_unknown`.
 //!
+//! An MCP task outlives the gateway that made it: the gateway process is killed with
+//! SIGKILL while the task's call runs on a worker, and a new gateway process answers
+//! `tasks/get` for it with the result.
+//!
 //! A test binary of its own (`harness = false`): run with `--worker URL LEDGER`, it is
-//! a worker process. The tests start their own `nats-server` (`AAA_NATS_SERVER`, or
+//! a worker process; with `--gateway URL LEDGER`, a gateway serving MCP on stdio. The tests start their own `nats-server` (`AAA_NATS_SERVER`, or
 //! the first on `PATH`) on a free port with a store directory of its own, and skip
 //! with a printed reason when there is none, unless `AAA_REQUIRE_NATS=1`.
 
@@ -16,15 +20,18 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use aaa_mcp::{CALL_META_KEY, McpServer};
+use aaa_mcp::{CALL_META_KEY, McpServer, TaskSupport};
 use aaa_tools::event::ATTEMPT_STARTED;
 use aaa_tools::{
     GuardConfig, RunHandle, State, ToolContext, ToolHandler, ToolRegistry, tool, tools,
 };
 use aaa_tools_nats::NatsOptions;
 use futures::StreamExt;
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams,
+    Implementation, TaskPayload, TaskStatus,
+};
+use rmcp::{ClientHandler, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -99,6 +106,11 @@ fn main() {
         runtime.block_on(worker(url, Path::new(ledger)));
         return;
     }
+    if let Some(at) = args.iter().position(|a| a == "--gateway") {
+        let (url, ledger) = (&args[at + 1], &args[at + 2]);
+        runtime.block_on(gateway(url, Path::new(ledger)));
+        return;
+    }
     if args.iter().any(|a| a == "--list") {
         println!("gateway: test");
         return;
@@ -124,9 +136,143 @@ fn main() {
             }
         }
     }
+    let outcome = runtime.block_on(async {
+        tokio::time::timeout(Duration::from_secs(120), task_outlives_gateway(&binary))
+            .await
+            .unwrap_or_else(|_| Err("did not finish within 120 s".into()))
+    });
+    match outcome {
+        Ok(()) => println!("test gateway: a task outlives its gateway killed mid-call ... ok"),
+        Err(error) => {
+            println!(
+                "test gateway: a task outlives its gateway killed mid-call ... FAILED\n{error}"
+            );
+            failed = true;
+        }
+    }
     if failed {
         std::process::exit(1);
     }
+}
+
+/// A gateway process: an MCP server on stdio whose `slow_work` calls may be tasks, on
+/// an engine that runs no tools itself.
+async fn gateway(url: &str, ledger: &Path) {
+    let engine = NatsOptions::new(url)
+        .connection_name("aaa-mcp gateway test gateway")
+        .connect()
+        .await
+        .expect("the gateway connects");
+    let registry = registry(Ledger {
+        path: ledger.to_owned(),
+        worker: "gateway".into(),
+    });
+    let server = McpServer::builder(registry, engine)
+        .task_support("slow_work", TaskSupport::Optional)
+        .build()
+        .expect("the gateway's server");
+    aaa_mcp::serve_stdio(server)
+        .await
+        .expect("the gateway serves");
+}
+
+/// An MCP client that declares the tasks extension.
+#[derive(Clone)]
+struct TaskClient;
+
+impl ClientHandler for TaskClient {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_tasks().build();
+        ClientConfig::new(capabilities, Implementation::new("gateway-test", "1.0"))
+    }
+}
+
+/// A gateway process and an MCP client talking to it over its stdio.
+async fn gateway_client(
+    url: &str,
+    ledger: &Path,
+) -> Result<
+    (
+        Child,
+        rmcp::service::RunningService<rmcp::RoleClient, TaskClient>,
+    ),
+    String,
+> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = Command::new(me)
+        .arg("--gateway")
+        .arg(url)
+        .arg(ledger)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("the gateway does not start: {e}"))?;
+    let stdout = child.stdout.take().expect("its stdout");
+    let stdin = child.stdin.take().expect("its stdin");
+    let client = TaskClient
+        .serve((stdout, stdin))
+        .await
+        .map_err(|e| format!("the MCP client connects to the gateway: {e}"))?;
+    Ok((child, client))
+}
+
+/// A task made through a gateway process that is then killed: its call goes on on the
+/// worker, and a second gateway process answers `tasks/get` with the result.
+async fn task_outlives_gateway(binary: &Path) -> Result<(), String> {
+    let nats = NatsServer::start(binary).await?;
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let ledger = dir.path().join("ledger");
+    let worker = Worker::spawn(&nats.url(), &ledger).await?;
+    let (mut first, client) = gateway_client(&nats.url(), &ledger).await?;
+    let arguments = json!({"ms": 1500}).as_object().cloned().unwrap_or_default();
+    let params = CallToolRequestParams::new("slow_work").with_arguments(arguments);
+    let task = match client.call_tool_once(params).await {
+        Ok(CallToolResponse::Task(created)) => created.task.task_id,
+        other => return Err(format!("expected a task, got {other:?}")),
+    };
+    // The test's own view of the bus: the task's first round (`<task>-r1`).
+    let engine = NatsOptions::new(nats.url())
+        .connect()
+        .await
+        .map_err(|e| format!("the test connects: {e}"))?;
+    let round = format!("{task}-r1");
+    let run = engine.run(aaa_tools::RunId::new(&round).map_err(|e| e.to_string())?);
+    attempt_started(&run).await?;
+    let _ = first.kill().await;
+    drop(client);
+
+    let call = aaa_tools::CallId::new(&round).map_err(|e| e.to_string())?;
+    let outcome = run.outcome(&call).await.map_err(|e| e.to_string())?;
+    let (_second, client) = gateway_client(&nats.url(), &ledger).await?;
+    let detailed = client
+        .get_task(GetTaskParams::new(&task))
+        .await
+        .map_err(|e| format!("tasks/get through the second gateway: {e}"))?
+        .task;
+    let lines = std::fs::read_to_string(&ledger).unwrap_or_default();
+    let fail = |what: &str| {
+        Err(format!(
+            "{what}\ntask: {detailed:?}\noutcome: {outcome:?}\nledger:\n{lines}"
+        ))
+    };
+    if detailed.status() != TaskStatus::Completed {
+        return fail("the task completed");
+    }
+    let TaskPayload::Completed { result } = &detailed.payload else {
+        return fail("the task inlines its result");
+    };
+    if result["structuredContent"]["worker"] != worker.id.as_str() {
+        return fail("the worker's result");
+    }
+    let starts = lines.lines().filter(|l| l.starts_with("start ")).count();
+    let dones = lines.lines().filter(|l| l.starts_with("done ")).count();
+    if starts != 1 || dones != 1 {
+        return fail("the tool ran once");
+    }
+    worker.kill().await;
+    Ok(())
 }
 
 /// A worker process: serves the tools from the bus until it is killed.

@@ -12,9 +12,10 @@
 //! interrupted.
 
 mod fixtures;
+mod task_tools;
 mod tools;
 
-use aaa_mcp::{HttpOptions, HttpServer, McpServer};
+use aaa_mcp::{HttpOptions, HttpServer, McpServer, TaskSupport};
 use aaa_tools::{Engine, ToolHandler, ToolRegistry};
 use rmcp::model::ClientCapabilities;
 
@@ -35,7 +36,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             other => return Err(format!("unknown argument {other:?} (use --port N)").into()),
         }
     }
-    let registry = ToolRegistry::new(tools::all())?;
+    let mut all = tools::all();
+    all.extend(task_tools::all());
+    let registry = ToolRegistry::new(all)?;
     let engine = Engine::embedded();
     let worker = ToolHandler::new(registry.clone()).attach(&engine).await?;
     let server = McpServer::builder(registry, engine)
@@ -47,6 +50,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "test_missing_capability",
             ClientCapabilities::builder().enable_sampling().build(),
         )
+        .task_support("slow_compute", TaskSupport::Optional)
+        .task_support("failing_job", TaskSupport::Required)
+        .task_support("protocol_error_job", TaskSupport::Optional)
+        .task_support("confirm_delete", TaskSupport::Optional)
+        .task_support("multi_input", TaskSupport::Optional)
+        .task_support("test_tool_with_task", TaskSupport::Required)
         .extras(fixtures::Fixtures::default())
         .build()?;
     let http = HttpServer::start(server, HttpOptions::new(port)).await?;

@@ -252,7 +252,7 @@ fn text_resource(uri: &str, mime: &str, text: &str) -> ResourceContents {
 // Protocol 2026-07-28: input asked for with `input_required` results (SEP-2322). The
 // server seals each tool's state and checks it comes back unchanged.
 
-fn elicitation(message: &str, properties: Value, required: Value) -> InputRequest {
+pub(crate) fn elicitation(message: &str, properties: Value, required: Value) -> InputRequest {
     let schema: ElicitationSchema = serde_json::from_value(json!({
         "type": "object", "properties": properties, "required": required,
     }))
@@ -285,7 +285,7 @@ fn name_request() -> InputRequest {
     )
 }
 
-fn ask(pairs: Vec<(&str, InputRequest)>, state: Option<Value>) -> McpReply {
+pub(crate) fn ask(pairs: Vec<(&str, InputRequest)>, state: Option<Value>) -> McpReply {
     let requests: InputRequests = pairs
         .into_iter()
         .map(|(key, request)| (key.to_owned(), request))
@@ -293,11 +293,11 @@ fn ask(pairs: Vec<(&str, InputRequest)>, state: Option<Value>) -> McpReply {
     McpReply::input_required(requests, state)
 }
 
-fn request_of(ctx: &ToolContext) -> McpRequest {
+pub(crate) fn request_of(ctx: &ToolContext) -> McpRequest {
     McpRequest::of(ctx).unwrap_or_default()
 }
 
-fn text(value: String) -> McpReply {
+pub(crate) fn text(value: String) -> McpReply {
     McpReply::content(vec![ContentBlock::text(value)])
 }
 

@@ -25,6 +25,8 @@ pub struct Runs {
     pub counted: AtomicUsize,
     pub payments: AtomicUsize,
     pub slow: AtomicUsize,
+    /// Told each time `sleepy` starts sleeping (a permit is kept when nobody waits).
+    pub asleep: tokio::sync::Notify,
 }
 
 impl Runs {
@@ -117,7 +119,8 @@ async fn send_payment(runs: State<Runs>, to: String, amount_cents: u64) -> Value
 /// # Arguments
 /// * `ms` - How long, in milliseconds.
 #[tool(timeout_s = 30)]
-async fn sleepy(ctx: ToolContext, ms: u64) -> Result<&'static str, ToolError> {
+async fn sleepy(ctx: ToolContext, runs: State<Runs>, ms: u64) -> Result<&'static str, ToolError> {
+    runs.asleep.notify_one();
     tokio::select! {
         () = tokio::time::sleep(Duration::from_millis(ms)) => Ok("awake"),
         () = ctx.cancelled() => Err(ToolError::new("cancelled")),
