@@ -31,11 +31,11 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use aaa_tools::event::{ApprovalDecision, ApprovalRequested, Event};
-use aaa_tools::{CallId, EngineError, Outcome, RunHandle, RunId, ToolCall, ToolProgress};
+use aaa_tools::{CallId, EngineError, Outcome, RunHandle, RunId, ToolCall};
 use futures::future::BoxFuture;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ElicitResult, InputRequests,
-    InputRequiredResult, MetaObject, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    InputRequiredResult, MetaObject, ProgressToken, ProtocolVersion,
 };
 use rmcp::service::{ElicitationMode, RequestContext, ServiceError};
 use rmcp::{ErrorData, RoleServer};
@@ -45,6 +45,7 @@ use crate::approval::{self, APPROVAL_INPUT, Approvals};
 use crate::caller::{self, McpRequest, REQUEST_META_KEY};
 use crate::cancel::{self, Session};
 use crate::follow::{Fact, Follower, OUTCOME_SEEN, Watch};
+use crate::forward::Forwarded;
 use crate::idempotency;
 use crate::reply::{self, Shaped};
 use crate::server::Shared;
@@ -77,17 +78,10 @@ pub(crate) async fn call_tool(
     let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
     let key = idempotency::key_of(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
     let named = reply::ids_asked(&cx.meta.0).map_err(|m| ErrorData::invalid_params(m, None))?;
-    if request.request_state.is_none() && crate::tasks::becomes_task(shared, name, &cx)? {
-        let mcp = McpRequest {
-            input_responses: request.input_responses.clone(),
-            state: None,
-            // The session's too: a task answers its approval in band when the
-            // client can elicit, however it declared so.
-            client_capabilities: cx.client_capabilities(),
-            protocol_version: cx.meta.protocol_version(),
-            log_level: cx.meta.log_level(),
-        };
-        return crate::tasks::create(shared, name, arguments, mcp, key).await;
+    let later_round = request.request_state.is_some();
+    let task = crate::tasks::becomes_task(shared, name, &cx, later_round)?;
+    if task && !later_round {
+        return crate::tasks::start(shared, &request, &cx, arguments, None, key).await;
     }
     let mut tool_state = None;
     if let Some(text) = &request.request_state {
@@ -104,6 +98,9 @@ pub(crate) async fn call_tool(
                 };
                 return resume_approval(shared, session, &request, &cx, &arguments, pending, named)
                     .await;
+            }
+            Sealed::Tool { state } if task => {
+                return crate::tasks::start(shared, &request, &cx, arguments, state, key).await;
             }
             Sealed::Tool { state } => tool_state = state,
         }
@@ -573,72 +570,6 @@ enum Route {
     Elicit,
     /// An operator on the bus.
     Operator,
-}
-
-/// The progress notifications sent for one request: values only grow (as MCP asks),
-/// and reports of a superseded attempt are dropped.
-#[derive(Default)]
-struct Forwarded {
-    /// How many progress reports of the call arrived.
-    reports: u32,
-    attempt: u32,
-    last: Option<f64>,
-    told_waiting: bool,
-}
-
-impl Forwarded {
-    /// Whether the call has reported progress.
-    fn heard(&self) -> bool {
-        self.reports > 0
-    }
-
-    async fn forward(
-        &mut self,
-        cx: &RequestContext<RoleServer>,
-        token: &ProgressToken,
-        report: &ToolProgress,
-    ) {
-        if report.attempt < self.attempt || self.last.is_some_and(|last| report.progress <= last) {
-            return;
-        }
-        self.attempt = report.attempt;
-        self.last = Some(report.progress);
-        let mut note = ProgressNotificationParam::new(token.clone(), report.progress);
-        if let Some(total) = report.total {
-            note = note.with_total(total);
-        }
-        if let Some(message) = &report.message {
-            note = note.with_message(message.clone());
-        }
-        if let Err(error) = cx.peer.notify_progress(note).await {
-            tracing::debug!(%error, "a progress notification was not sent");
-        }
-    }
-
-    /// Tells the client, once, that the call waits for an operator.
-    async fn waiting_for_operator(
-        &mut self,
-        cx: &RequestContext<RoleServer>,
-        token: &ProgressToken,
-        run: &RunHandle,
-        call: &CallId,
-    ) {
-        // Progress values must grow: once the tool has reported, its reports speak.
-        if self.told_waiting || self.last.is_some() {
-            return;
-        }
-        self.told_waiting = true;
-        self.last = Some(0.0);
-        let value = 0.0;
-        let message = format!(
-            "waiting for an operator's approval on the bus (run {}, call {call})",
-            run.run_id()
-        );
-        let note = ProgressNotificationParam::new(token.clone(), value).with_message(message);
-        if let Err(error) = cx.peer.notify_progress(note).await {
-            tracing::debug!(%error, "a progress notification was not sent");
-        }
-    }
 }
 
 /// How the client user's decision is noted in the result.

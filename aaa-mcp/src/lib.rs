@@ -99,6 +99,7 @@ pub mod call;
 mod caller;
 pub mod cancel;
 mod follow;
+mod forward;
 mod handler;
 mod http;
 pub mod idempotency;

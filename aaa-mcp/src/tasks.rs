@@ -3,7 +3,8 @@
 //!
 //! A tool declared with [`McpServerBuilder::task_support`](crate::McpServerBuilder::task_support)
 //! and called by a client that declared the extension (at `initialize`, or on the
-//! request in `_meta`) becomes a task: `tools/call` answers at once with the task's id
+//! request in `_meta`) becomes a task (an [`AfterInput`](TaskSupport::AfterInput) tool
+//! once its first round has asked for input and the answers come): `tools/call` answers at once with the task's id
 //! (`resultType: "task"`), and the client polls `tasks/get`, answers the task's input
 //! requests with `tasks/update` and may stop it with `tasks/cancel`. A client that did
 //! not declare the extension gets a plain result for an
@@ -56,8 +57,10 @@
 //!   its call's facts (the bus's retention), which the server does not shorten.
 //! - A task-supporting tool always becomes a task for a client that declared the
 //!   extension, even one that finishes at once: the result is then on the first
-//!   `tasks/get`. A tool cannot gather input in an `input_required` exchange first and
-//!   then turn into a task: the server decides before the tool runs.
+//!   `tasks/get`. The server decides before the tool runs (which may be on another
+//!   machine), from the declaration: a tool that asks for input inside the task is
+//!   [`Optional`](TaskSupport::Optional) or [`Required`](TaskSupport::Required), one
+//!   that asks first and then works is [`AfterInput`](TaskSupport::AfterInput).
 //! - Progress reports and [`McpCaller`](crate::McpCaller) are not available in a task:
 //!   no request is open to carry them. `notifications/tasks` are not sent; clients
 //!   poll, every `pollIntervalMs`.
@@ -74,8 +77,8 @@ use aaa_tools::{CallId, FailureKind, Outcome, RunHandle, RunId, ToolCall};
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask, GetTaskParams,
-    GetTaskResult, InputRequests, JsonObject, Task, TaskPayload, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask,
+    GetTaskParams, GetTaskResult, InputRequests, JsonObject, Task, TaskPayload, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use serde_json::{Map, Value, json};
@@ -102,14 +105,23 @@ pub enum TaskSupport {
     /// A task, always: a client that did not declare the extension gets JSON-RPC
     /// `-32021` (missing required client capability).
     Required,
+    /// For a tool that asks for its input first and then works: its first round runs
+    /// in the `tools/call` itself (an `input_required` result, or the result when it
+    /// asks nothing), and the `tools/call` that brings the answers becomes the task
+    /// (SEP-2663's MRTR-then-task composition). A plain call for a client without
+    /// the extension.
+    AfterInput,
 }
 
 /// Whether the `tools/call` of `tool` becomes a task: `Ok(false)` for a plain call, an
 /// error for a tool that needs a task from a client that cannot have one.
+/// `later_round`: the request answers an `input_required` result (it carries a
+/// `requestState`).
 pub(crate) fn becomes_task(
     shared: &Shared,
     tool: &str,
     cx: &RequestContext<RoleServer>,
+    later_round: bool,
 ) -> Result<bool, ErrorData> {
     let Some(support) = shared.tasks.get(tool) else {
         return Ok(false);
@@ -118,20 +130,62 @@ pub(crate) fn becomes_task(
         .client_capabilities()
         .is_some_and(|caps| caps.supports_tasks());
     match (support, declared) {
-        (_, true) => Ok(true),
-        (TaskSupport::Optional, false) => Ok(false),
         (TaskSupport::Required, false) => Err(ErrorData::missing_required_client_capability(
             rmcp::model::ClientCapabilities::builder()
                 .enable_tasks()
                 .build(),
         )),
+        (_, false) => Ok(false),
+        (TaskSupport::AfterInput, true) => Ok(later_round),
+        (_, true) => Ok(!later_round),
     }
+}
+
+/// Makes a `tools/call` a task, its first round requested with
+/// what the request says (and, for a later round of an `input_required` exchange, the
+/// tool's state).
+pub(crate) async fn start(
+    shared: &Shared,
+    request: &CallToolRequestParams,
+    cx: &RequestContext<RoleServer>,
+    arguments: Value,
+    state: Option<Value>,
+    key: Option<&str>,
+) -> Result<CallToolResponse, ErrorData> {
+    let mcp = McpRequest {
+        input_responses: request.input_responses.clone(),
+        state,
+        // The session's too: a task answers its approval in band when the client can
+        // elicit, however it declared so.
+        client_capabilities: cx.client_capabilities(),
+        protocol_version: cx.meta.protocol_version(),
+        log_level: cx.meta.log_level(),
+    };
+    // A later round is another task: the key names it with the round's state and
+    // answers, as it names a plain call's round.
+    let key = key.map(|key| {
+        let round = request.request_state.as_deref().unwrap_or_default();
+        let answers = request
+            .input_responses
+            .as_ref()
+            .map(|r| idempotency::canonical(&json!(r)))
+            .unwrap_or_default();
+        [key, round, &answers].concat()
+    });
+    crate::tasks::create(
+        shared,
+        request.name.as_ref(),
+        arguments,
+        mcp,
+        key.as_deref(),
+    )
+    .await
 }
 
 /// Creates the task of a `tools/call`: records it, requests its first round, and
 /// answers with its id. With an idempotency `key`, a task made before by the same
 /// request is answered instead.
-pub(crate) async fn create(
+async fn create(
     shared: &Shared,
     tool: &str,
     arguments: Value,

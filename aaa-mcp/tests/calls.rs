@@ -182,7 +182,8 @@ async fn tools_are_listed_in_pages_with_what_the_engine_enforces() {
             "counted",
             "stepwise",
             "send_payment",
-            "sleepy"
+            "sleepy",
+            "ask_name"
         ]
     );
     for tool in &all {

@@ -1,7 +1,8 @@
 //! Streamable HTTP as a client sees it on the wire: the bearer token, `Origin` and
 //! `Host` checks, bad input (each a clear HTTP or JSON-RPC error, after which the server
 //! keeps serving and no call was run), and the `2026-07-28` approval round
-//! (`input_required`, a sealed `requestState` bound to the call and its arguments).
+//! (`input_required`, a sealed `requestState` bound to the call and its arguments),
+//! and a tool that asks first and becomes an MCP task once answered.
 
 mod support;
 
@@ -407,6 +408,57 @@ async fn a_2026_client_approves_in_an_input_required_round() {
     assert_eq!(done["structuredContent"]["paid"], 300);
     assert_eq!(done["_meta"]["aaa-tools/approval"]["by"], "client");
     assert_eq!(test.runs.payments(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_after_input_tool_asks_in_the_request_then_becomes_a_task() {
+    let test =
+        support::server_with(|b| b.task_support("ask_name", aaa_mcp::TaskSupport::AfterInput))
+            .await;
+    let http = serve(&test, HttpOptions::new(0)).await;
+    let wire = Wire::new(&http, None);
+    let tasks =
+        json!({"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let call = |id: u64, more: Value| {
+        let mut params = json!({"name": "ask_name", "arguments": {}});
+        for (key, value) in more.as_object().unwrap() {
+            params[key] = value.clone();
+        }
+        request(id, "tools/call", params, tasks.clone())
+    };
+    // Round one runs in the request: it asks, and no task is made.
+    let first = wire.post(&call(1, json!({}))).await.answer(1)["result"].clone();
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    assert!(first.get("taskId").is_none(), "{first}");
+    let state = first["requestState"].clone();
+    // The answers make it a task, which runs the next round with them.
+    let answers = json!({
+        "first": {"action": "accept", "content": {"name": "Grace"}},
+        "last": {"action": "accept", "content": {"name": "Hopper"}},
+    });
+    let more = json!({"requestState": state, "inputResponses": answers});
+    let created = wire.post(&call(2, more)).await.answer(2)["result"].clone();
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task = created["taskId"].as_str().unwrap().to_owned();
+    let round = format!("{task}-r1");
+    let run = test.engine.run(aaa_tools::RunId::new(&round).unwrap());
+    let call_id = aaa_tools::CallId::new(&round).unwrap();
+    support::within("the task's round", run.outcome(&call_id))
+        .await
+        .unwrap();
+    let get = request(3, "tasks/get", json!({"taskId": task}), tasks.clone());
+    let reply = wire
+        .post_raw(
+            get.to_string().into_bytes(),
+            &[("mcp-method", "tasks/get"), ("mcp-name", &task)],
+        )
+        .await;
+    let done = reply.answer(3)["result"].clone();
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "Hello, Grace Hopper (state \"asked\")"
+    );
 }
 
 /// A plain-HTTP client. A workspace build unifies reqwest's features: where aaa-loop's

@@ -168,7 +168,8 @@ fn check(report: &Value, mode: &str) -> Result<(), String> {
             "counted",
             "stepwise",
             "send_payment",
-            "sleepy"
+            "sleepy",
+            "ask_name"
         ]),
     )?;
     expect(

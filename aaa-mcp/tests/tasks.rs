@@ -66,6 +66,7 @@ async fn task_server() -> TestServer {
             .task_support("counted", TaskSupport::Optional)
             .task_support("fail", TaskSupport::Optional)
             .task_support("greet", TaskSupport::Required)
+            .task_support("ask_name", TaskSupport::Optional)
     })
     .await
 }
@@ -89,19 +90,34 @@ async fn start(
     }
 }
 
-/// The run and call of a task's first round (`<task>-r1`, as the crate documents).
-fn first_round(engine: &aaa_tools::Engine, task: &str) -> (RunHandle, CallId) {
-    let id = format!("{task}-r1");
+/// The run and call of a task's round `n` (`<task>-r<n>`, as the crate documents).
+fn round(engine: &aaa_tools::Engine, task: &str, n: u32) -> (RunHandle, CallId) {
+    let id = format!("{task}-r{n}");
     let run = engine.run_for(TenantId::default(), RunId::new(&id).unwrap());
     (run, CallId::new(&id).unwrap())
 }
 
-/// Waits for the outcome of a task's first round on the bus.
-async fn round_ends(engine: &aaa_tools::Engine, task: &str) -> Outcome {
-    let (run, call) = first_round(engine, task);
+/// The run and call of a task's first round.
+fn first_round(engine: &aaa_tools::Engine, task: &str) -> (RunHandle, CallId) {
+    round(engine, task, 1)
+}
+
+/// Waits for the outcome of a task's round `n` on the bus.
+async fn round_n_ends(engine: &aaa_tools::Engine, task: &str, n: u32) -> Outcome {
+    let (run, call) = round(engine, task, n);
     within("the round's outcome", run.outcome(&call))
         .await
         .unwrap()
+}
+
+/// Waits for the outcome of a task's first round on the bus.
+async fn round_ends(engine: &aaa_tools::Engine, task: &str) -> Outcome {
+    round_n_ends(engine, task, 1).await
+}
+
+/// An elicitation answer with `name`.
+fn named(name: &str) -> Value {
+    json!({"action": "accept", "content": {"name": name}})
 }
 
 async fn get(
@@ -437,6 +453,47 @@ async fn task_support_follows_the_clients_capabilities() {
     let tasks = connect(server, TASKS).await;
     let task = start(&tasks, params("greet", json!({"name": "x"}))).await;
     assert!(task.starts_with("task-"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_asks_for_input_and_takes_the_answers_one_at_a_time() {
+    let TestServer {
+        server,
+        engine,
+        worker: _worker,
+        ..
+    } = task_server().await;
+    let client = connect(server, TASKS).await;
+    let task = start(&client, params("ask_name", json!({}))).await;
+    round_ends(&engine, &task).await;
+    let pending = |task: &rmcp::model::DetailedTask| match &task.payload {
+        TaskPayload::InputRequired { input_requests } => {
+            input_requests.keys().cloned().collect::<Vec<_>>()
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    assert_eq!(pending(&get(&client, &task).await), ["first", "last"]);
+
+    let mut first = rmcp::model::InputResponses::new();
+    first.insert("first".to_owned(), named("Ada"));
+    // An answer to nothing it asked is ignored, and acknowledged.
+    first.insert("middle".to_owned(), named("X"));
+    client
+        .update_task(UpdateTaskParams::new(&task, first))
+        .await
+        .unwrap();
+    assert_eq!(pending(&get(&client, &task).await), ["last"]);
+
+    let mut last = rmcp::model::InputResponses::new();
+    last.insert("last".to_owned(), named("Lovelace"));
+    client
+        .update_task(UpdateTaskParams::new(&task, last))
+        .await
+        .unwrap();
+    round_n_ends(&engine, &task, 2).await;
+    let (text, is_error) = result_text(&get(&client, &task).await);
+    assert!(!is_error);
+    assert_eq!(text, "Hello, Ada Lovelace (state \"asked\")");
 }
 
 #[test]

@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .task_support("protocol_error_job", TaskSupport::Optional)
         .task_support("confirm_delete", TaskSupport::Optional)
         .task_support("multi_input", TaskSupport::Optional)
-        .task_support("test_tool_with_task", TaskSupport::Required)
+        .task_support("test_tool_with_task", TaskSupport::AfterInput)
         .extras(fixtures::Fixtures::default())
         .build()?;
     let http = HttpServer::start(server, HttpOptions::new(port)).await?;

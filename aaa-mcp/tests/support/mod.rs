@@ -127,9 +127,58 @@ async fn sleepy(ctx: ToolContext, runs: State<Runs>, ms: u64) -> Result<&'static
     }
 }
 
+/// Asks for a first and a last name (an `input_required` reply with both), then
+/// greets; the state it sends with the question comes back with the answers.
+#[tool]
+async fn ask_name(ctx: ToolContext) -> aaa_mcp::McpReply {
+    use rmcp::model::{ContentBlock, ElicitRequest, ElicitRequestParams, InputRequest};
+    let request = aaa_mcp::McpRequest::of(&ctx).unwrap_or_default();
+    let answer = |key| {
+        request
+            .input(key)?
+            .get("content")?
+            .get("name")?
+            .as_str()
+            .map(str::to_owned)
+    };
+    if let (Some(first), Some(last)) = (answer("first"), answer("last")) {
+        let state = request.state.unwrap_or_default();
+        return aaa_mcp::McpReply::content(vec![ContentBlock::text(format!(
+            "Hello, {first} {last} (state {state})"
+        ))]);
+    }
+    let question = |message: &str| {
+        let schema = serde_json::from_value(json!({
+            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]
+        }))
+        .expect("a form");
+        InputRequest::Elicitation(ElicitRequest::new(
+            ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: message.to_owned(),
+                requested_schema: schema,
+            },
+        ))
+    };
+    let requests = [("first", "First name?"), ("last", "Last name?")]
+        .into_iter()
+        .map(|(key, message)| (key.to_owned(), question(message)))
+        .collect();
+    aaa_mcp::McpReply::input_required(requests, Some(json!("asked")))
+}
+
 /// Every test tool.
 pub fn tools() -> Vec<Tool> {
-    tools![add, greet, fail, counted, stepwise, send_payment, sleepy]
+    tools![
+        add,
+        greet,
+        fail,
+        counted,
+        stepwise,
+        send_payment,
+        sleepy,
+        ask_name
+    ]
 }
 
 /// A registry of the test tools, counting into `runs`.
