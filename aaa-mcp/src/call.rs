@@ -108,14 +108,7 @@ pub(crate) async fn call_tool(
     let keyed = key.is_some();
     let (run, call_id) = match key {
         Some(key) => {
-            // A later round is another call: it hashes what makes it one.
-            let round = request.request_state.as_deref().unwrap_or_default();
-            let answers = request
-                .input_responses
-                .as_ref()
-                .map(|r| idempotency::canonical(&json!(r)))
-                .unwrap_or_default();
-            let key = [key, round, &answers].concat();
+            let key = idempotency::round_key(key, &request);
             let (run, call) = idempotency::keyed_ids(&shared.tenant, &key, name, &arguments);
             (
                 shared.engine.run_for(shared.tenant.clone(), run),

@@ -43,6 +43,19 @@ pub(crate) fn keyed_ids(
     (run, call)
 }
 
+/// The key of one round of a keyed `tools/call`: a later round of an `input_required`
+/// exchange is another call, so its key adds what makes it one (the round's
+/// `requestState` and the answers).
+pub(crate) fn round_key(key: &str, request: &rmcp::model::CallToolRequestParams) -> String {
+    let round = request.request_state.as_deref().unwrap_or_default();
+    let answers = request
+        .input_responses
+        .as_ref()
+        .map(|r| canonical(&serde_json::json!(r)))
+        .unwrap_or_default();
+    [key, round, &answers].concat()
+}
+
 /// The key of a request's `_meta`, checked: `Ok(None)` when there is none.
 pub(crate) fn key_of(meta: &serde_json::Map<String, Value>) -> Result<Option<&str>, String> {
     match meta.get(IDEMPOTENCY_KEY) {

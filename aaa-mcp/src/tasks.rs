@@ -161,17 +161,7 @@ pub(crate) async fn start(
         protocol_version: cx.meta.protocol_version(),
         log_level: cx.meta.log_level(),
     };
-    // A later round is another task: the key names it with the round's state and
-    // answers, as it names a plain call's round.
-    let key = key.map(|key| {
-        let round = request.request_state.as_deref().unwrap_or_default();
-        let answers = request
-            .input_responses
-            .as_ref()
-            .map(|r| idempotency::canonical(&json!(r)))
-            .unwrap_or_default();
-        [key, round, &answers].concat()
-    });
+    let key = key.map(|key| idempotency::round_key(key, request));
     crate::tasks::create(
         shared,
         request.name.as_ref(),
