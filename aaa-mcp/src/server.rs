@@ -16,7 +16,7 @@ use crate::cancel::Session;
 use crate::follow::Follower;
 use crate::listing::Listing;
 use crate::state::StateSeal;
-use crate::tasks::TaskSupport;
+use crate::tasks::support::TaskSupport;
 
 /// The default `tools/list` page size.
 pub const DEFAULT_PAGE_SIZE: usize = 100;
