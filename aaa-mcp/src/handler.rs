@@ -190,11 +190,20 @@ impl<X: ServerHandler + Clone> ServerHandler for McpServer<X> {
         cx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         // rmcp hands over a request of a known method whose params it could not read
-        // as a custom one; for the tool methods that is malformed params, not an
-        // unknown method.
+        // as a custom one; for the tool methods (and the task methods, where tasks
+        // are served) that is malformed params, not an unknown method.
         match request.method.as_str() {
             "tools/call" => Err(malformed::<CallToolRequestParams>(&request)),
             "tools/list" => Err(malformed::<PaginatedRequestParams>(&request)),
+            "tasks/get" if !self.shared.tasks.is_empty() => {
+                Err(malformed::<GetTaskParams>(&request))
+            }
+            "tasks/update" if !self.shared.tasks.is_empty() => {
+                Err(malformed::<UpdateTaskParams>(&request))
+            }
+            "tasks/cancel" if !self.shared.tasks.is_empty() => {
+                Err(malformed::<CancelTaskParams>(&request))
+            }
             _ => self.extras.on_custom_request(request, cx).await,
         }
     }

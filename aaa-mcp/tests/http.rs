@@ -461,6 +461,40 @@ async fn an_after_input_tool_asks_in_the_request_then_becomes_a_task() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_task_requests_are_invalid_params() {
+    let test =
+        support::server_with(|b| b.task_support("sleepy", aaa_mcp::TaskSupport::Optional)).await;
+    let http = serve(&test, HttpOptions::new(0)).await;
+    let wire = Wire::new(&http, None);
+    let tasks = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let cases = [
+        (
+            "tasks/update",
+            json!({"taskId": "task-x", "inputResponses": 5}),
+            "task-x",
+        ),
+        ("tasks/get", json!({"taskId": 7}), "7"),
+        ("tasks/cancel", json!({}), ""),
+    ];
+    for (id, (method, params, name)) in (1..).zip(cases) {
+        let message = request(id, method, params, tasks.clone());
+        let reply = wire
+            .post_raw(
+                message.to_string().into_bytes(),
+                &[("mcp-method", method), ("mcp-name", name)],
+            )
+            .await;
+        let error = reply.answer(id)["error"].clone();
+        assert_eq!(error["code"], -32602, "{method}: {error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(method),
+            "{method}: {error}"
+        );
+    }
+    still_serves(&wire, 10).await;
+}
+
 /// A plain-HTTP client. A workspace build unifies reqwest's features: where aaa-loop's
 /// `http` feature is on, reqwest is built with rustls and no crypto provider, and
 /// building a client (even for `http://`) panics unless one is installed.
