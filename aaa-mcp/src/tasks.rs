@@ -23,7 +23,10 @@
 //!   (`<task>-r<round>`), so pools, timeouts, the guard, delivery policy and approvals
 //!   hold as for any call, and the call runs on whichever worker takes it;
 //! - `tasks/get` reads the record and looks the round's call up on the bus (its
-//!   outcome, a pending approval, its request): a few lookups, never a read of a log.
+//!   outcome, a pending approval, its request): a few lookups, never a read of a log;
+//! - once a task has ended, the first `tasks/get` that sees it keeps the answer in
+//!   the record, so it outlasts the bus's retention of the call's facts. (A task whose
+//!   call's facts the bus let go before anyone saw its end is `failed`, saying so.)
 //!
 //! So a server that stops, or a NATS gateway that dies, loses no task: another server
 //! of the same engine (with the same tenant) answers `tasks/get` for it, and a round
@@ -53,8 +56,8 @@
 //!
 //! # Decisions
 //!
-//! - `ttlMs` is `null`: a task lasts as long as the store keeps its record and the bus
-//!   its call's facts (the bus's retention), which the server does not shorten.
+//! - `ttlMs` is `null`: a task lasts as long as the store keeps its record, which the
+//!   server never deletes.
 //! - A task-supporting tool always becomes a task for a client that declared the
 //!   extension, even one that finishes at once: the result is then on the first
 //!   `tasks/get`. The server decides before the tool runs (which may be on another
@@ -189,25 +192,23 @@ async fn create(
         request,
         answers: Default::default(),
         cancelled: false,
+        requested: true,
+        ended: None,
     };
     let store = shared.engine.store().as_ref();
-    if !record::create(store, &shared.tenant, &task, &fresh).await? {
-        // Made before by the same request: the task as it is now.
+    if record::load(store, &shared.tenant, &task).await?.is_some() {
+        // Made before by the same request (a keyed one, sent again).
         let detailed = get(shared, &task).await?.task;
         return Ok(CreateTaskResult::new(detailed.task).into());
     }
-    if let Err(error) = request_round(shared, &task, &fresh).await {
-        // Nobody will poll a task whose creation failed; a keyed request sent again
-        // finds the record and requests the round then.
-        if key.is_none() {
-            let _ = store
-                .delete(
-                    aaa_tools::RecordKind::Handler,
-                    &record::key(&shared.tenant, &task),
-                )
-                .await;
-        }
-        return Err(error);
+    // The call first, then the record: a task whose record exists has its call on the
+    // bus. A server that stops in between leaves a call nobody was told of, as a plain
+    // `tools/call` would; a keyed request sent again requests the same call (which the
+    // guard runs once) and records the task.
+    request_round(shared, &task, &fresh).await?;
+    if !record::create(store, &shared.tenant, &task, &fresh).await? {
+        let detailed = get(shared, &task).await?.task;
+        return Ok(CreateTaskResult::new(detailed.task).into());
     }
     let base = Task::new(
         &task,
@@ -230,12 +231,24 @@ pub(crate) async fn get_task(
 /// The task `task` as it is now.
 async fn get(shared: &Shared, task: &str) -> Result<GetTaskResult, ErrorData> {
     let (record, _) = load(shared, task).await?;
+    if let Some(ended) = &record.ended {
+        let detailed: DetailedTask = serde_json::from_value(ended.clone()).map_err(|error| {
+            ErrorData::internal_error(format!("task {task}'s end is unreadable: {error}"), None)
+        })?;
+        return Ok(GetTaskResult::new(detailed));
+    }
     let (run, call) = round_ids(task, record.round)?;
     let mut observed = observe::observe(&shared.engine, &shared.tenant, &run, &call).await?;
     if let Observed::NotRequested = observed {
-        // Recorded, never requested: the server that recorded the round stopped.
-        request_round(shared, task, &record).await?;
-        observed = Observed::Running { since: None };
+        if record.requested {
+            // Requested, and the bus holds none of its facts any more.
+            observed = Observed::Forgotten;
+        } else {
+            // Recorded, never requested: the server that moved the task on stopped.
+            request_round(shared, task, &record).await?;
+            mark_requested(shared, task, record.round).await?;
+            observed = Observed::Running { since: None };
+        }
     }
     let (payload, message, at) = state(shared, &record, &run, &call, observed)?;
     let updated = latest(&record.updated, at.as_deref());
@@ -244,7 +257,31 @@ async fn get(shared: &Shared, task: &str) -> Result<GetTaskResult, ErrorData> {
     if let Some(message) = message {
         base = base.with_status_message(message);
     }
-    Ok(GetTaskResult::new(DetailedTask::new(base, payload)))
+    let detailed = DetailedTask::new(base, payload);
+    if detailed.status().is_terminal() {
+        // Kept in the record: the bus may let the call's facts go, the store keeps this.
+        let ended = serde_json::to_value(&detailed).expect("a task serializes");
+        let store = shared.engine.store().as_ref();
+        record::change(store, &shared.tenant, task, |record| {
+            let write = record.ended.is_none();
+            record.ended.get_or_insert_with(|| ended.clone());
+            Ok((write, ()))
+        })
+        .await?;
+    }
+    Ok(GetTaskResult::new(detailed))
+}
+
+/// Notes in `task`'s record that its round `round` was requested.
+async fn mark_requested(shared: &Shared, task: &str, round: u32) -> Result<(), ErrorData> {
+    let store = shared.engine.store().as_ref();
+    record::change(store, &shared.tenant, task, |record| {
+        let write = record.round == round && !record.requested;
+        record.requested |= record.round == round;
+        Ok((write, ()))
+    })
+    .await
+    .map(drop)
 }
 
 /// What the task shows for its round's call: the payload (which carries the status),
@@ -277,6 +314,22 @@ fn state(
             }
         }
         Observed::Finished { outcome, at } => (finished(record, run, call, &outcome)?, None, at),
+        Observed::Forgotten => {
+            let error = json!({
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": format!(
+                    "the bus no longer holds the facts of this task's call (run {run}, call {call}): \
+                     its outcome is not known here"
+                ),
+            });
+            (
+                TaskPayload::Failed {
+                    error: object(error),
+                },
+                None,
+                None,
+            )
+        }
     })
 }
 
@@ -378,8 +431,8 @@ async fn answer_tool(
 ) -> Result<(), ErrorData> {
     let store = shared.engine.store().as_ref();
     let next = record::change(store, &shared.tenant, task, |record| {
-        if record.round != round || record.cancelled {
-            // Answered meanwhile (a repeat of this update), or cancelled.
+        if record.round != round || record.cancelled || record.ended.is_some() {
+            // Answered meanwhile (a repeat of this update), cancelled, or over.
             return Ok((false, None));
         }
         let before = record.answers.len();
@@ -393,6 +446,7 @@ async fn answer_tool(
         }
         let answers = std::mem::take(&mut record.answers);
         record.round += 1;
+        record.requested = false;
         record.request.input_responses = Some(answers);
         record.request.state = state.clone();
         Ok((true, Some(record.clone())))
@@ -400,7 +454,10 @@ async fn answer_tool(
     .await?;
     match next {
         None => Err(unknown(task)),
-        Some(Some(record)) => request_round(shared, task, &record).await,
+        Some(Some(record)) => {
+            request_round(shared, task, &record).await?;
+            mark_requested(shared, task, record.round).await
+        }
         Some(None) => Ok(()),
     }
 }
@@ -414,14 +471,21 @@ pub(crate) async fn cancel_task(
     let task = params.task_id.as_str();
     let store = shared.engine.store().as_ref();
     let round = record::change(store, &shared.tenant, task, |record| {
+        if record.ended.is_some() {
+            // Over: it stays as it ended.
+            return Ok((false, None));
+        }
         let write = !record.cancelled;
         record.cancelled = true;
-        Ok((write, record.round))
+        Ok((write, Some(record.round)))
     })
     .await?
     .ok_or_else(|| unknown(task))?;
+    let Some(round) = round else {
+        return Ok(());
+    };
     let (run, call) = round_ids(task, round)?;
-    if let Observed::Finished { .. } =
+    if let Observed::Finished { .. } | Observed::Forgotten =
         observe::observe(&shared.engine, &shared.tenant, &run, &call).await?
     {
         return Ok(());

@@ -496,6 +496,52 @@ async fn a_task_asks_for_input_and_takes_the_answers_one_at_a_time() {
     assert_eq!(text, "Hello, Ada Lovelace (state \"asked\")");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_end_outlasts_the_bus_retention_of_its_facts() {
+    use aaa_tools::bus::{MemoryBus, Retention};
+    let runs = std::sync::Arc::new(support::Runs::default());
+    let registry = support::registry(&runs);
+    let bus = MemoryBus::with_retention(Retention::default().with_max_messages(40));
+    let engine = aaa_tools::Engine::new(bus, aaa_tools::MemoryStore::new());
+    let _worker = aaa_tools::ToolHandler::new(registry.clone())
+        .attach(&engine)
+        .await
+        .unwrap();
+    let server = McpServer::builder(registry, engine.clone())
+        .task_support("counted", TaskSupport::Optional)
+        .build()
+        .unwrap();
+    let client = connect(server, TASKS).await;
+    let seen = start(&client, params("counted", json!({"note": "seen"}))).await;
+    let unseen = start(&client, params("counted", json!({"note": "unseen"}))).await;
+    round_ends(&engine, &seen).await;
+    round_ends(&engine, &unseen).await;
+    let before = get(&client, &seen).await;
+    assert_eq!(before.status(), TaskStatus::Completed);
+
+    // Enough other calls that the bus lets both tasks' facts go.
+    let other = engine.new_run();
+    for n in 0..40 {
+        other.call("add", json!({"a": n, "b": 1})).await.unwrap();
+    }
+    let (run, _) = first_round(&engine, &seen);
+    let filter = aaa_tools::event::run_filter(&TenantId::default(), run.run_id());
+    assert!(
+        engine.bus().first(&filter).await.unwrap().is_none(),
+        "trimmed"
+    );
+
+    // The end seen before is kept; the one nobody saw is failed, saying why.
+    assert_eq!(get(&client, &seen).await, before);
+    let lost = get(&client, &unseen).await;
+    let TaskPayload::Failed { error } = &lost.payload else {
+        panic!("expected failed, got {lost:?}");
+    };
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("no longer holds"), "{message}");
+    assert_eq!(runs.counted(), 2, "nothing ran again");
+}
+
 #[test]
 fn task_support_names_real_tools() {
     let runs = std::sync::Arc::new(support::Runs::default());

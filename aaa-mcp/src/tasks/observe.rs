@@ -28,6 +28,9 @@ pub(crate) enum Observed {
         /// When it was made.
         since: Option<String>,
     },
+    /// Requested once, and none of its facts are on the bus any more (the bus's
+    /// retention let them go).
+    Forgotten,
     /// Finished.
     Finished {
         /// How.

@@ -1,6 +1,7 @@
 //! A task's record in the engine's store: what the task is (its tool, arguments and
 //! the MCP request that made it), which round of the tool it is on, the answers given
-//! so far to that round's input requests, and whether the client cancelled it.
+//! so far to that round's input requests, whether the client cancelled it, and once
+//! it has ended, how.
 //!
 //! It is a [`RecordKind::Handler`] record of the engine's [`GuardStore`] (in JetStream
 //! KV on NATS), keyed `mcp-task.<tenant>.<task>`. Every change is a compare-and-set on
@@ -41,6 +42,14 @@ pub(crate) struct TaskRecord {
     /// Whether the client cancelled the task.
     #[serde(default)]
     pub(crate) cancelled: bool,
+    /// Whether the current round's call was requested (a round is recorded before its
+    /// call is requested when `tasks/update` moves the task on).
+    #[serde(default)]
+    pub(crate) requested: bool,
+    /// The task as `tasks/get` showed it once it ended (a `DetailedTask`): kept here
+    /// so that the answer outlasts the bus's retention of the call's facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ended: Option<Value>,
 }
 
 /// The store key of `task`'s record.
