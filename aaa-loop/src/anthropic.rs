@@ -1,11 +1,16 @@
 //! Anthropic Messages (`POST /v1/messages`).
 //!
 //! - **In**: the `content[]` blocks: `tool_use` blocks (`id`, `name`, `input` an
-//!   object) are the calls, in their order; `text` blocks give the text. Other blocks
-//!   (thinking, server tools that run at Anthropic and their results) are skipped.
-//! - **Stream**: `message_start` (input usage), `content_block_start` (a `text` or
-//!   `tool_use` block at an `index`), `content_block_delta` (`text_delta.text` or
-//!   `input_json_delta.partial_json` pieces), `content_block_stop`, `message_delta`
+//!   object) are the calls, in their order; `text` blocks give the text; `thinking`
+//!   (with its `signature`) and `redacted_thinking` blocks are kept whole, in their
+//!   order, as the turn's [`reasoning`](AssistantTurn::reasoning), which a request must
+//!   send back when extended thinking is on. Other blocks (server tools that run at
+//!   Anthropic and their results) are skipped.
+//! - **Stream**: `message_start` (input usage), `content_block_start` (a `text`,
+//!   `tool_use`, `thinking` or `redacted_thinking` block at an `index`),
+//!   `content_block_delta` (`text_delta.text`, `input_json_delta.partial_json`,
+//!   `thinking_delta.thinking` and `signature_delta.signature` pieces),
+//!   `content_block_stop`, `message_delta`
 //!   (`stop_reason`, output usage), `message_stop`. An `error` event is
 //!   [`CodecError::Provider`]; `ping` and unknown events are skipped.
 //! - **Out**: one `{"role": "user", "content": [{"type": "tool_result", "tool_use_id",
@@ -81,6 +86,13 @@ enum Block {
         input: Option<Value>,
         json: String,
     },
+    /// A `thinking` block: the reasoning and the signature that vouches for it.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    /// A `redacted_thinking` block, kept as it came.
+    Redacted(Value),
     Skipped,
 }
 
@@ -88,6 +100,11 @@ impl Block {
     fn read(block: &Node<'_>) -> Result<Block, CodecError> {
         Ok(match block.str("type")? {
             Some("text") => Block::Text(block.str("text")?.unwrap_or("").to_owned()),
+            Some("thinking") => Block::Thinking {
+                thinking: block.str("thinking")?.unwrap_or("").to_owned(),
+                signature: block.str("signature")?.unwrap_or("").to_owned(),
+            },
+            Some("redacted_thinking") => Block::Redacted(block.value().clone()),
             Some("tool_use") => Block::Tool {
                 id: block.req_str("id")?.to_owned(),
                 name: block.req_str("name")?.to_owned(),
@@ -100,10 +117,17 @@ impl Block {
 }
 
 fn turn(blocks: Vec<Block>, stop: StopReason, usage: Usage) -> Result<AssistantTurn, CodecError> {
-    let (mut text, mut calls) = (String::new(), Vec::new());
+    let (mut text, mut calls, mut reasoning) = (String::new(), Vec::new(), Vec::new());
     for block in blocks {
         match block {
             Block::Text(piece) => text.push_str(&piece),
+            Block::Thinking {
+                thinking,
+                signature,
+            } => reasoning.push(json!({
+                "type": "thinking", "thinking": thinking, "signature": signature,
+            })),
+            Block::Redacted(block) => reasoning.push(block),
             Block::Tool {
                 id,
                 name,
@@ -122,7 +146,7 @@ fn turn(blocks: Vec<Block>, stop: StopReason, usage: Usage) -> Result<AssistantT
             Block::Skipped => {}
         }
     }
-    finish_turn(P, text, calls, stop, usage)
+    Ok(finish_turn(P, text, calls, stop, usage)?.with_reasoning(reasoning))
 }
 
 fn stop_reason(reason: Option<&str>) -> StopReason {
@@ -246,7 +270,19 @@ impl Assembler {
                     (Some("input_json_delta"), Block::Tool { json, .. }) => {
                         json.push_str(delta.req_str("partial_json")?);
                     }
-                    (Some(kind @ ("text_delta" | "input_json_delta")), _) => {
+                    (Some("thinking_delta"), Block::Thinking { thinking, .. }) => {
+                        thinking.push_str(delta.req_str("thinking")?);
+                    }
+                    (Some("signature_delta"), Block::Thinking { signature, .. }) => {
+                        signature.push_str(delta.req_str("signature")?);
+                    }
+                    (
+                        Some(
+                            kind @ ("text_delta" | "input_json_delta" | "thinking_delta"
+                            | "signature_delta"),
+                        ),
+                        _,
+                    ) => {
                         return Err(delta.error(format!(
                             "is a `{kind}` for block {index}, which is not of that kind"
                         )));

@@ -61,6 +61,15 @@ pub struct AssistantTurn {
     pub stop: StopReason,
     /// Token counts.
     pub usage: Usage,
+    /// The model's reasoning as the provider wants it back with the turn, in the
+    /// provider's own form and order: Anthropic's `thinking` blocks (with their
+    /// `signature`) and `redacted_thinking` blocks, which a request must repeat
+    /// unchanged before the `tool_use` blocks of a turn it answers when extended
+    /// thinking is on. Empty for the other providers (Gemini's signatures travel with
+    /// each call: [`ProviderCall::signature`]). Recorded with the turn, so a resumed
+    /// loop sends it too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<serde_json::Value>,
 }
 
 impl AssistantTurn {
@@ -79,6 +88,7 @@ impl AssistantTurn {
             calls: Vec::new(),
             stop: StopReason::EndTurn,
             usage: Usage::default(),
+            reasoning: Vec::new(),
         }
     }
 
@@ -97,6 +107,7 @@ impl AssistantTurn {
             calls: calls.into_iter().collect(),
             stop: StopReason::ToolUse,
             usage: Usage::default(),
+            reasoning: Vec::new(),
         }
     }
 
@@ -115,6 +126,13 @@ impl AssistantTurn {
     /// Sets the token counts.
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
+        self
+    }
+
+    /// Sets the reasoning the provider wants back with the turn (see
+    /// [`reasoning`](Self::reasoning)).
+    pub fn with_reasoning(mut self, reasoning: Vec<serde_json::Value>) -> Self {
+        self.reasoning = reasoning;
         self
     }
 
@@ -160,6 +178,7 @@ pub(crate) fn finish_turn(
         calls,
         stop,
         usage,
+        reasoning: Vec::new(),
     })
 }
 
@@ -508,6 +527,9 @@ mod tests {
                 output_tokens: 4,
                 ..Usage::default()
             },
+            reasoning: vec![
+                serde_json::json!({"type": "thinking", "thinking": "t", "signature": "s"}),
+            ],
         };
         assert_eq!(turn.usage.total_tokens(), 7);
         let back: AssistantTurn =

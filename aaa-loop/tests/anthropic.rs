@@ -86,6 +86,63 @@ fn streamed_events_assemble_into_the_whole_response() {
 }
 
 #[test]
+fn thinking_blocks_are_kept_whole_and_in_order() {
+    let turn = fixture("loop_thinking_call_add").unwrap();
+    assert_eq!(turn.reasoning.len(), 2);
+    assert_eq!(turn.reasoning[0]["type"], "thinking");
+    assert_eq!(
+        turn.reasoning[0]["thinking"],
+        "The user wants 2 + 3. The add tool does that."
+    );
+    assert!(
+        turn.reasoning[0]["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("EqQBCgIYAhIM")
+    );
+    let raw = body(DIR, "loop_thinking_call_add");
+    assert_eq!(turn.reasoning[1], raw["content"][1], "redacted, as it came");
+    assert_eq!(turn.text, None, "thinking is not the text");
+    assert_eq!(args(&turn.calls[0]), json!({"a": 2, "b": 3}));
+    // Kept through the record a loop makes of its turns.
+    let recorded: AssistantTurn =
+        serde_json::from_value(serde_json::to_value(&turn).unwrap()).unwrap();
+    assert_eq!(recorded, turn);
+}
+
+#[test]
+fn streamed_thinking_and_its_signature_assemble_into_the_whole_response() {
+    assert_eq!(
+        stream("stream_thinking_call").unwrap(),
+        parse(&body(DIR, "loop_thinking_call_add")).unwrap()
+    );
+    let mut assembler = Assembler::new();
+    assembler
+        .push(&json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}))
+        .unwrap();
+    let wrong = json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "x"}});
+    assert!(
+        assembler
+            .push(&wrong)
+            .unwrap_err()
+            .to_string()
+            .contains("is a `signature_delta` for block 0, which is not of that kind")
+    );
+}
+
+#[test]
+fn a_turn_without_thinking_records_none() {
+    let turn = fixture("single_call").unwrap();
+    assert!(turn.reasoning.is_empty());
+    assert!(
+        serde_json::to_value(&turn)
+            .unwrap()
+            .get("reasoning")
+            .is_none()
+    );
+}
+
+#[test]
 fn a_stream_cut_off_is_unfinished() {
     assert_eq!(
         stream("stream_cut_off").unwrap_err().to_string(),

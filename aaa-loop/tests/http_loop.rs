@@ -136,6 +136,34 @@ async fn anthropic_drives_a_loop() {
     );
 }
 
+#[cfg(feature = "anthropic")]
+#[tokio::test]
+async fn anthropic_thinking_goes_back_with_its_turn() {
+    use aaa_loop::http::AnthropicModel;
+
+    let server = Server::start([
+        Reply::fixture("anthropic", "loop_thinking_call_add"),
+        Reply::fixture("anthropic", "loop_answer"),
+    ])
+    .await;
+    let model = AnthropicModel::builder("claude-sonnet-4-5")
+        .base_url(server.url())
+        .api_key("sk-ant-test")
+        .body_field(
+            "thinking",
+            json!({"type": "enabled", "budget_tokens": 2048}),
+        )
+        .build()
+        .unwrap();
+    run_loop(model).await;
+    let body = second_body(&server);
+    assert_eq!(body["thinking"]["type"], "enabled");
+    // The turn's thinking, unchanged and first, then its tool use.
+    let sent = &body["messages"][1]["content"];
+    let answered = http_server::fixture_json("anthropic", "loop_thinking_call_add");
+    assert_eq!(sent, &answered["content"], "{sent:#}");
+}
+
 #[cfg(feature = "gemini")]
 #[tokio::test]
 async fn gemini_drives_a_loop() {

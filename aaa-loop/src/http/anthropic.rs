@@ -29,10 +29,11 @@ use crate::turn::{AssistantTurn, Provider};
 /// arguments were unreadable is echoed with `{}`: `input` must be an object; a turn
 /// with neither is left out, since Anthropic refuses empty content); each turn's
 /// results as one `user` message of `tool_result` blocks
-/// ([`anthropic::render_outcomes`]). Thinking blocks and their signatures are not
-/// sent back (an [`AssistantTurn`] does not keep them): with extended thinking on,
-/// Anthropic requires them on a turn that called tools, so leave thinking off with
-/// this client.
+/// ([`anthropic::render_outcomes`]). Extended thinking is turned on with
+/// `.body_field("thinking", json!({"type": "enabled", "budget_tokens": 2048}))` (and a
+/// `max_tokens` above the budget): a turn's `thinking` and `redacted_thinking` blocks
+/// are kept ([`AssistantTurn::reasoning`]) and sent back unchanged, before its text
+/// and `tool_use` blocks, as Anthropic requires of a turn that called tools.
 ///
 /// ```no_run
 /// use aaa_loop::http::AnthropicModel;
@@ -172,7 +173,10 @@ fn messages(conversation: &[Message]) -> Result<(Vec<&str>, Vec<Value>), ModelEr
 /// An assistant turn as the message that made it; none when it has no text and no
 /// calls.
 fn assistant(turn: &AssistantTurn) -> Option<Value> {
-    let mut blocks = Vec::with_capacity(turn.calls.len() + 1);
+    let mut blocks = Vec::with_capacity(turn.reasoning.len() + turn.calls.len() + 1);
+    // The model's thinking first, unchanged: Anthropic checks each block's signature,
+    // and with extended thinking on refuses a turn whose tool use comes without it.
+    blocks.extend(turn.reasoning.iter().cloned());
     if let Some(text) = turn.text.as_deref().filter(|text| !text.is_empty()) {
         blocks.push(json!({"type": "text", "text": text}));
     }

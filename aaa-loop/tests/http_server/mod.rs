@@ -100,6 +100,12 @@ impl Reply {
     }
 }
 
+/// A fixture's JSON (`tests/fixtures/<provider>/<name>.json`).
+#[allow(dead_code)] // each test binary uses a part
+pub fn fixture_json(provider: &str, name: &str) -> serde_json::Value {
+    serde_json::from_slice(&fixture(provider, &format!("{name}.json"))).expect("a JSON fixture")
+}
+
 fn fixture(provider: &str, file: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
