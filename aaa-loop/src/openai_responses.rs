@@ -2,9 +2,11 @@
 //!
 //! - **In**: the `output[]` items: `function_call` items (`call_id`, `name`,
 //!   `arguments` a string of JSON) are the calls, in their order; `message` items give
-//!   the text (`output_text` parts) and refusals (`refusal` parts). Other items
-//!   (reasoning, built-in tools that run at OpenAI, custom tools) are not calls for
-//!   the engine and are skipped.
+//!   the text (`output_text` parts) and refusals (`refusal` parts); `reasoning` items
+//!   are kept whole, in their order, as the turn's
+//!   [`reasoning`](AssistantTurn::reasoning), for a request to send back with the
+//!   calls they led to. Other items (built-in tools that run at OpenAI, custom tools)
+//!   are not calls for the engine and are skipped.
 //! - **Stream**: `response.output_item.added` opens an item, `response.output_text.delta`,
 //!   `response.refusal.delta` and `response.function_call_arguments.delta` add to it
 //!   (keyed by `output_index`), `response.function_call_arguments.done` and
@@ -84,12 +86,15 @@ enum Item {
         name: String,
         arguments: String,
     },
+    /// A `reasoning` item, kept as it came (its final form, in a stream).
+    Reasoning(Value),
     Skipped,
 }
 
 impl Item {
     fn read(item: &Node<'_>) -> Result<Item, CodecError> {
         Ok(match item.str("type")? {
+            Some("reasoning") => Item::Reasoning(item.value().clone()),
             Some("function_call") => Item::Call {
                 item_id: item.str("id")?.map(str::to_owned),
                 call_id: item.req_str("call_id")?.to_owned(),
@@ -119,6 +124,7 @@ impl Item {
 /// The turn of a response's items, in their order.
 fn turn(items: Vec<Item>, stop: StopReason, usage: Usage) -> Result<AssistantTurn, CodecError> {
     let (mut text, mut refusal, mut calls) = (String::new(), String::new(), Vec::new());
+    let mut reasoning = Vec::new();
     for item in items {
         match item {
             Item::Message {
@@ -137,6 +143,7 @@ fn turn(items: Vec<Item>, stop: StopReason, usage: Usage) -> Result<AssistantTur
                 let arguments = text_arguments(Some(&Value::String(arguments)));
                 calls.push(ProviderCall::new(call_id, name, arguments));
             }
+            Item::Reasoning(item) => reasoning.push(item),
             Item::Skipped => {}
         }
     }
@@ -145,7 +152,7 @@ fn turn(items: Vec<Item>, stop: StopReason, usage: Usage) -> Result<AssistantTur
     } else {
         StopReason::Refused(refusal)
     };
-    finish_turn(P, text, calls, stop, usage)
+    Ok(finish_turn(P, text, calls, stop, usage)?.with_reasoning(reasoning))
 }
 
 /// The stop reason of a response object (the body, or a final stream event's

@@ -107,6 +107,32 @@ async fn openai_responses_drives_a_loop() {
     );
 }
 
+#[cfg(feature = "openai-responses")]
+#[tokio::test]
+async fn openai_responses_reasoning_goes_back_with_its_turn() {
+    use aaa_loop::http::OpenAiResponsesModel;
+
+    let server = Server::start([
+        Reply::fixture("openai_responses", "loop_reasoning_call_add"),
+        Reply::fixture("openai_responses", "loop_answer"),
+    ])
+    .await;
+    let model = OpenAiResponsesModel::builder("o4-mini")
+        .base_url(server.url())
+        .api_key("sk-test")
+        .build()
+        .unwrap();
+    run_loop(model).await;
+    let body = second_body(&server);
+    let reasoning =
+        http_server::fixture_json("openai_responses", "loop_reasoning_call_add")["output"][0]
+            .clone();
+    // The reasoning as it came, then the call it led to, then the call's output.
+    assert_eq!(body["input"][2], reasoning);
+    assert_eq!(body["input"][3]["type"], "function_call");
+    assert_eq!(body["input"][4]["type"], "function_call_output");
+}
+
 #[cfg(feature = "anthropic")]
 #[tokio::test]
 async fn anthropic_drives_a_loop() {

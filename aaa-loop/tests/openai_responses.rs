@@ -100,6 +100,21 @@ fn streamed_events_assemble_into_the_whole_response() {
 }
 
 #[test]
+fn reasoning_items_are_kept_whole_and_in_order() {
+    let turn = fixture("loop_reasoning_call_add").unwrap();
+    let raw = body(DIR, "loop_reasoning_call_add");
+    assert_eq!(turn.reasoning, [raw["output"][0].clone()]);
+    assert_eq!(turn.calls.len(), 1);
+    assert_eq!(turn.text, None, "a reasoning summary is not the text");
+    assert_eq!(turn.usage.reasoning_tokens, 128);
+    // A stream keeps each item's final form (`response.output_item.done`).
+    assert_eq!(
+        assemble(events(DIR, "stream_reasoning_call")).unwrap(),
+        turn
+    );
+}
+
+#[test]
 fn a_stream_cut_off_is_unfinished() {
     assert_eq!(
         assemble(events(DIR, "stream_cut_off"))

@@ -29,10 +29,13 @@ use crate::turn::{AssistantTurn, Provider};
 /// each assistant turn as an `assistant` message (its text) and a `function_call`
 /// item per call (a call whose arguments were unreadable is echoed with `{}`); each
 /// turn's results as `function_call_output` items
-/// ([`openai_responses::render_outcomes`]). Reasoning items are not sent back (an
-/// [`AssistantTurn`] does not keep them); a reasoning model then reasons afresh
-/// each turn. OpenAI stores responses unless told otherwise: add
-/// `.body_field("store", false.into())` to opt out.
+/// ([`openai_responses::render_outcomes`]). A reasoning model's `reasoning` items are
+/// kept with their turn ([`AssistantTurn::reasoning`]) and sent back as they came,
+/// before the turn's message and calls, so the model keeps its reasoning across tool
+/// calls. OpenAI stores responses unless told otherwise: to opt out, add
+/// `.body_field("store", false.into())` and
+/// `.body_field("include", json!(["reasoning.encrypted_content"]))`, so that the
+/// reasoning comes back encrypted and can be sent back without the stored copy.
 ///
 /// ```no_run
 /// use aaa_loop::http::OpenAiResponsesModel;
@@ -152,6 +155,7 @@ fn input(conversation: &[Message]) -> Result<Vec<Value>, ModelError> {
             Message::System(text) => out.push(json!({"role": "system", "content": text})),
             Message::User(text) => out.push(json!({"role": "user", "content": text})),
             Message::Assistant(turn) => {
+                out.extend(turn.reasoning.iter().cloned());
                 if let Some(text) = &turn.text {
                     out.push(json!({"role": "assistant", "content": text}));
                 }
