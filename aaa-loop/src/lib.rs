@@ -165,8 +165,11 @@
 //!   ([`CodecError::Unfinished`]), and outcomes that do not answer the turn's calls
 //!   one to one.
 //! - Unknown tool names are not the codec's business: the engine answers them.
-//! - Only the first choice or candidate is read; items that are not function calls
-//!   (reasoning, thinking, built-in tools the provider runs) are skipped.
+//! - Only the first choice or candidate is read. Reasoning the provider wants back
+//!   (Anthropic's signed `thinking` and `redacted_thinking` blocks, OpenAI Responses'
+//!   `reasoning` items) is kept whole in [`AssistantTurn::reasoning`], and Gemini's
+//!   `thoughtSignature` on its call ([`ProviderCall::signature`]); built-in tools the
+//!   provider runs are skipped.
 //! - A completed outcome is rendered as [`Outcome::for_model`](aaa_tools::Outcome::for_model)
 //!   (a string result as is, others as JSON text), a failure as its
 //!   `error (<kind>): <message>`; Gemini takes objects: the result when it is one,
@@ -189,9 +192,9 @@
 //! timeouts and retries on 429 and 5xx that honour `Retry-After`; errors name the
 //! HTTP status and the provider's message. A [`Model`] for any other provider is a
 //! few lines over your HTTP client and a codec (see [`Model`]). Assistant turns are
-//! sent back as their text and calls; reasoning and thinking signatures are not kept
-//! in an [`AssistantTurn`] (where Gemini 3 asks for its signatures back, the Gemini
-//! client sends the placeholder Google documents for that case).
+//! sent back as their reasoning (unchanged, first), text and calls, Gemini's calls
+//! with their signatures (the placeholder Google documents only for a turn whose
+//! calls have none, such as a scripted one).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
