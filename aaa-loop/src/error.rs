@@ -42,6 +42,10 @@ pub enum CodecError {
         provider: Provider,
         /// The provider's message, with its error type or code when it gave one.
         message: String,
+        /// The provider's error type or code alone, when it gave one
+        /// (`overloaded_error`, `server_error`, `UNAVAILABLE`): what
+        /// [`is_transient`](CodecError::is_transient) reads.
+        code: Option<String>,
     },
     /// The response holds no text and no tool calls, and says it ended normally.
     #[error("the {provider} response is empty: no text and no tool calls")]
@@ -85,7 +89,42 @@ pub enum CodecError {
     UnexpectedOutcome(CallId),
 }
 
+/// The error types and codes the providers document as passing: asking again may
+/// succeed. Anthropic's `overloaded_error`, `api_error` and `rate_limit_error`;
+/// OpenAI's `server_error` and `rate_limit_exceeded`; Google's `UNAVAILABLE`,
+/// `INTERNAL`, `RESOURCE_EXHAUSTED` and `DEADLINE_EXCEEDED`.
+const TRANSIENT: [&str; 9] = [
+    "overloaded_error",
+    "api_error",
+    "rate_limit_error",
+    "server_error",
+    "rate_limit_exceeded",
+    "UNAVAILABLE",
+    "INTERNAL",
+    "RESOURCE_EXHAUSTED",
+    "DEADLINE_EXCEEDED",
+];
+
 impl CodecError {
+    /// Whether asking the model again may succeed: a provider error whose type or code
+    /// the provider documents as passing (an overloaded or failing server, a rate
+    /// limit), such as an `error` event in the middle of a stream that had begun with
+    /// `200 OK`. The HTTP clients retry these under their
+    /// [`RetryPolicy`](crate::http::RetryPolicy), as they retry a 429 or a 5xx status.
+    ///
+    /// ```
+    /// use aaa_loop::anthropic::Assembler;
+    /// use serde_json::json;
+    ///
+    /// let overloaded = json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}});
+    /// assert!(Assembler::new().push(&overloaded).unwrap_err().is_transient());
+    /// let invalid = json!({"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}});
+    /// assert!(!Assembler::new().push(&invalid).unwrap_err().is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        matches!(self, CodecError::Provider { code: Some(code), .. } if TRANSIENT.contains(&code.as_str()))
+    }
+
     /// The API whose response failed, `None` for the rendering errors.
     pub fn provider(&self) -> Option<Provider> {
         match self {

@@ -189,6 +189,7 @@ fn failed() -> CodecError {
     CodecError::Provider {
         provider: P,
         message: "the response failed".to_owned(),
+        code: None,
     }
 }
 

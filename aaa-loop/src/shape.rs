@@ -186,8 +186,8 @@ impl<'a> Node<'a> {
 /// `error` stream events.
 pub(crate) fn provider_error(provider: Provider, body: &Value) -> Option<CodecError> {
     let error = body.get("error")?;
-    let message = match error {
-        Value::String(text) => text.clone(),
+    let (message, code) = match error {
+        Value::String(text) => (text.clone(), None),
         Value::Object(fields) => {
             let text = fields.get("message").and_then(Value::as_str);
             let code = ["type", "status", "code"]
@@ -197,17 +197,22 @@ pub(crate) fn provider_error(provider: Provider, body: &Value) -> Option<CodecEr
                     Some(Value::Number(n)) => Some(n.to_string()),
                     _ => None,
                 });
-            match (code, text) {
+            let message = match (&code, text) {
                 (Some(code), Some(text)) => format!("{code}: {text}"),
-                (Some(code), None) => code,
+                (Some(code), None) => code.clone(),
                 (None, Some(text)) => text.to_owned(),
                 (None, None) => error.to_string(),
-            }
+            };
+            (message, code)
         }
         Value::Null => return None,
-        other => other.to_string(),
+        other => (other.to_string(), None),
     };
-    Some(CodecError::Provider { provider, message })
+    Some(CodecError::Provider {
+        provider,
+        message,
+        code,
+    })
 }
 
 /// Reads one JSON body or event from bytes.
@@ -267,7 +272,8 @@ mod tests {
             provider_error(Provider::Gemini, &gemini).unwrap(),
             CodecError::Provider {
                 provider: Provider::Gemini,
-                message: "INVALID_ARGUMENT: API key not valid".into()
+                message: "INVALID_ARGUMENT: API key not valid".into(),
+                code: Some("INVALID_ARGUMENT".into()),
             }
         );
         assert!(provider_error(Provider::OpenAiChat, &json!({"error": null})).is_none());

@@ -236,6 +236,54 @@ async fn a_streamed_answer_is_assembled() {
     assert_eq!(server.only().body["stream"], true);
 }
 
+/// A streaming client whose retries are quick.
+fn streaming(server: &Server) -> AnthropicModel {
+    AnthropicModel::builder("claude-sonnet-4-5")
+        .base_url(server.url())
+        .api_key("sk-ant-test")
+        .streaming(true)
+        .retry(fast_retries(2))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_overloaded_error_in_the_middle_of_a_stream_is_retried() {
+    // Anthropic may send an `error` event after `200 OK` and some of the answer.
+    let server = Server::start([
+        Reply::events(P, "stream_overloaded"),
+        Reply::events(P, "stream_parallel_calls"),
+    ])
+    .await;
+    let answered = turn(&streaming(&server), &request()).await.unwrap();
+    assert_eq!(answered.calls.len(), 3);
+    assert_eq!(server.received().len(), 2);
+
+    let server = Server::start(vec![Reply::events(P, "stream_overloaded"); 3]).await;
+    let error = turn(&streaming(&server), &request()).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "Anthropic Messages reported an error: overloaded_error: Overloaded \
+         (gave up after 3 attempts)"
+    );
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn an_error_in_a_stream_that_asking_again_cannot_fix_is_not_retried() {
+    let server = Server::start([Reply::events(P, "stream_invalid_request")]).await;
+    let error = turn(&streaming(&server), &request()).await.unwrap_err();
+    assert!(
+        matches!(&error, ModelError::Decode(e) if !e.is_transient()),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("invalid_request_error"),
+        "{error}"
+    );
+    assert_eq!(server.received().len(), 1);
+}
+
 #[tokio::test]
 async fn malformed_streamed_input_is_a_problem_on_that_call() {
     let server = Server::start([Reply::events(P, "stream_malformed_args")]).await;

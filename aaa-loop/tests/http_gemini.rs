@@ -391,15 +391,20 @@ async fn a_stream_that_ends_early_is_a_decode_error() {
 
 #[tokio::test]
 async fn an_error_in_the_stream_names_googles_status() {
-    let server = Server::start([Reply::events(P, "stream_error")]).await;
+    // UNAVAILABLE passes: it is asked again, under the retry policy.
+    let server = Server::start(vec![Reply::events(P, "stream_error"); 3]).await;
     let error = turn(&streaming(&server), &request()).await.unwrap_err();
     assert_eq!(
         error,
         ModelError::Decode(CodecError::Provider {
             provider: Provider::Gemini,
-            message: "UNAVAILABLE: The model is overloaded. Please try again later.".into()
+            message: "UNAVAILABLE: The model is overloaded. Please try again later. \
+                      (gave up after 3 attempts)"
+                .into(),
+            code: Some("UNAVAILABLE".into()),
         })
     );
+    assert_eq!(server.received().len(), 3);
 }
 
 /// Sum the values of a map.

@@ -8,9 +8,10 @@ use reqwest::{StatusCode, Url};
 use serde_json::Value;
 
 use super::retry::{RetryPolicy, retry_after, retry_delay_in_body, retryable_status};
+use crate::error::CodecError;
 use crate::model::ModelError;
 use crate::shape::provider_error;
-use crate::turn::Provider;
+use crate::turn::{AssistantTurn, Provider};
 
 /// A provider's endpoint, ready to POST to.
 #[derive(Debug, Clone)]
@@ -42,15 +43,27 @@ struct Failure {
 }
 
 impl Endpoint {
-    /// POSTs `body`, retrying as the policy says; the successful response, or the
-    /// error of the last attempt.
-    pub(crate) async fn post(&self, body: &Value) -> Result<Reply, ModelError> {
+    /// POSTs `body` and reads the successful response with `read`, retrying as the
+    /// policy says: a failed request, and a response whose error (an `error` event in
+    /// a stream that began with `200 OK`) is [transient](CodecError::is_transient).
+    /// The turn, or the error of the last attempt.
+    pub(crate) async fn post_turn(
+        &self,
+        body: &Value,
+        read: impl Fn(&Reply) -> Result<AssistantTurn, CodecError>,
+    ) -> Result<AssistantTurn, ModelError> {
         let bytes = serde_json::to_vec(body)
             .map_err(|e| ModelError::Other(format!("the request body is not JSON: {e}")))?;
         let mut retry = 0;
         loop {
-            let failure = match self.attempt(&bytes).await {
-                Ok(reply) => return Ok(reply),
+            let failure = match self.attempt(&bytes).await.map(|reply| read(&reply)) {
+                Ok(Ok(turn)) => return Ok(turn),
+                Ok(Err(error)) if error.is_transient() => Failure {
+                    error: ModelError::Decode(error),
+                    retryable: true,
+                    retry_after: None,
+                },
+                Ok(Err(error)) => return Err(ModelError::Decode(error)),
                 Err(failure) => failure,
             };
             let attempts = retry + 1;
@@ -188,6 +201,15 @@ fn annotate(error: ModelError, note: &str) -> ModelError {
             message: format!("{message} ({note})"),
         },
         ModelError::Transport(message) => ModelError::Transport(format!("{message} ({note})")),
+        ModelError::Decode(CodecError::Provider {
+            provider,
+            message,
+            code,
+        }) => ModelError::Decode(CodecError::Provider {
+            provider,
+            message: format!("{message} ({note})"),
+            code,
+        }),
         other => other,
     }
 }

@@ -205,8 +205,9 @@ impl Model for GeminiModel {
     fn turn<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
         Box::pin(async move {
             let body = self.request_body(request)?;
-            let reply = self.endpoint.post(&body).await?;
-            Ok(decode(&reply, request.turn)?)
+            self.endpoint
+                .post_turn(&body, |reply| decode(reply, request.turn))
+                .await
         })
     }
 }

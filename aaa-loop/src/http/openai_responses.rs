@@ -129,8 +129,7 @@ impl Model for OpenAiResponsesModel {
     fn turn<'a>(&'a self, request: &'a ModelRequest) -> ModelFuture<'a> {
         Box::pin(async move {
             let body = self.request_body(request)?;
-            let reply = self.endpoint.post(&body).await?;
-            Ok(decode(&reply)?)
+            self.endpoint.post_turn(&body, decode).await
         })
     }
 }
