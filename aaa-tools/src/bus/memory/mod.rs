@@ -237,7 +237,9 @@ impl MemoryBus {
         // Woken after the lock is released.
         let mut wake: SmallVec<[Arc<Notify>; 4]> = SmallVec::new();
         consumers::published(consumers, seq, subject, wakes, &mut wake);
-        replay::published(replays, subject, wakes, &mut wake);
+        if let Some(stored) = log.get(seq) {
+            replay::published(replays, stored, wakes, &mut wake);
+        }
         let removed = log.trim(now, retention, |oldest| {
             State::is_held(consumers, replays, oldest)
         });

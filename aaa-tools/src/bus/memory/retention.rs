@@ -6,9 +6,9 @@ use std::time::Duration;
 /// The limits of a [`MemoryBus`](super::MemoryBus)'s log, like a JetStream stream's
 /// `max_msgs`, `max_age` and `duplicate_window`, with one difference: a message that a
 /// durable consumer has not settled yet, or that a live replay has not read yet, is
-/// never removed, whatever its age or the log's length. (A replay reads the log in
-/// batches of up to 64 matching messages, which it then holds itself: a message it has
-/// read and not yet handed out may leave the log, never the replay.)
+/// never removed, whatever its age or the log's length. (A replay reads in batches, up
+/// to 64 matching messages of the log at a time, which it then holds itself: a message
+/// it has read and not yet handed out may leave the log, never the replay.)
 ///
 /// Once the log holds more than [`max_messages`](Retention::with_max_messages), or its
 /// oldest message is older than [`max_age`](Retention::with_max_age), the oldest
