@@ -601,6 +601,6 @@ pub(crate) fn client_name(cx: &RequestContext<RoleServer>) -> String {
 }
 
 /// An engine failure (not a tool's: those are outcomes) as a JSON-RPC error.
-fn engine_error(error: EngineError) -> ErrorData {
+pub(crate) fn engine_error(error: EngineError) -> ErrorData {
     ErrorData::internal_error(format!("the engine failed: {error}"), None)
 }

@@ -394,13 +394,7 @@ impl<X> McpServerBuilder<X> {
             })?;
             schemas.insert(tool, Arc::new(schema));
         }
-        let mut required = HashMap::new();
-        for (tool, capabilities) in self.required {
-            if self.registry.get(&tool).is_none() {
-                return Err(BuildError::UnknownTool(tool));
-            }
-            required.insert(tool, capabilities);
-        }
+        let required = by_tool(&self.registry, self.required)?;
         let key = match self.state_key {
             Some(key) if key.len() < 32 => return Err(BuildError::StateKeyTooShort(key.len())),
             Some(key) => key,
@@ -411,13 +405,7 @@ impl<X> McpServerBuilder<X> {
                 return Err(BuildError::UnknownTool(tool.clone()));
             }
         }
-        let mut tasks = HashMap::new();
-        for (tool, support) in self.tasks {
-            if self.registry.get(&tool).is_none() {
-                return Err(BuildError::UnknownTool(tool));
-            }
-            tasks.insert(tool, support);
-        }
+        let tasks = by_tool(&self.registry, self.tasks)?;
         let reporting = self
             .registry
             .names()
@@ -450,4 +438,20 @@ impl<X> McpServerBuilder<X> {
             session: Session::default(),
         })
     }
+}
+
+/// A setting per tool, by tool; [`BuildError::UnknownTool`] for a tool `registry`
+/// does not have.
+fn by_tool<T>(
+    registry: &ToolRegistry,
+    settings: Vec<(String, T)>,
+) -> Result<HashMap<String, T>, BuildError> {
+    let mut by_tool = HashMap::with_capacity(settings.len());
+    for (tool, setting) in settings {
+        if registry.get(&tool).is_none() {
+            return Err(BuildError::UnknownTool(tool));
+        }
+        by_tool.insert(tool, setting);
+    }
+    Ok(by_tool)
 }

@@ -79,7 +79,7 @@ pub(crate) mod support;
 
 pub use support::TaskSupport;
 
-use aaa_tools::{CallId, FailureKind, Outcome, RunHandle, RunId, ToolCall};
+use aaa_tools::{CallId, FailureKind, Outcome, RunId, ToolCall};
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -90,6 +90,7 @@ use rmcp::service::RequestContext;
 use serde_json::{Map, Value, json};
 
 use crate::approval::{self, APPROVAL_INPUT, Approvals};
+use crate::call::engine_error;
 use crate::caller::{McpRequest, REQUEST_META_KEY};
 use crate::idempotency;
 use crate::reply::{self, Shaped};
@@ -149,7 +150,7 @@ pub(crate) async fn start(
         log_level: cx.meta.log_level(),
     };
     let key = key.map(|key| idempotency::round_key(key, request));
-    crate::tasks::create(
+    create(
         shared,
         request.name.as_ref(),
         arguments,
@@ -294,9 +295,7 @@ fn state(
     observed: Observed,
 ) -> Result<(TaskPayload, Option<String>, Option<String>), ErrorData> {
     Ok(match observed {
-        Observed::NotRequested | Observed::Running { since: None } => {
-            (TaskPayload::Working, None, None)
-        }
+        Observed::NotRequested => (TaskPayload::Working, None, None),
         Observed::Running { since } => (TaskPayload::Working, None, since),
         Observed::AwaitingApproval { requested, since } => {
             if in_band(shared, record) {
@@ -315,20 +314,11 @@ fn state(
         }
         Observed::Finished { outcome, at } => (finished(record, run, call, &outcome)?, None, at),
         Observed::Forgotten => {
-            let error = json!({
-                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                "message": format!(
-                    "the bus no longer holds the facts of this task's call (run {run}, call {call}): \
-                     its outcome is not known here"
-                ),
-            });
-            (
-                TaskPayload::Failed {
-                    error: object(error),
-                },
-                None,
-                None,
-            )
+            let message = format!(
+                "the bus no longer holds the facts of this task's call (run {run}, call {call}): \
+                 its outcome is not known here"
+            );
+            (failed(message, None), None, None)
         }
     })
 }
@@ -347,26 +337,18 @@ fn finished(
             | FailureKind::Abandoned
             | FailureKind::OutcomeUnknown
             | FailureKind::BadRequest => {
-                let error = json!({
-                    "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                    "message": outcome.for_model(),
-                    "data": {
-                        "kind": failure.kind.as_str(),
-                        "message": failure.message,
-                        "run": run.as_str(),
-                        "call": call.as_str(),
-                    },
+                let data = json!({
+                    "kind": failure.kind.as_str(),
+                    "message": failure.message,
+                    "run": run.as_str(),
+                    "call": call.as_str(),
                 });
-                return Ok(TaskPayload::Failed {
-                    error: object(error),
-                });
+                return Ok(failed(outcome.for_model(), Some(data)));
             }
             _ => {}
         }
     }
-    let shaped =
-        reply::shape(outcome, run, call, false).map_err(|m| ErrorData::internal_error(m, None))?;
-    Ok(match shaped {
+    Ok(match shape(outcome, run, call)? {
         Shaped::Complete(result) => TaskPayload::Completed {
             result: object(serde_json::to_value(result).expect("a tool result serializes")),
         },
@@ -405,16 +387,12 @@ pub(crate) async fn update_task(
                 .await
                 .map_err(engine_error)
         }
-        Observed::Finished { outcome, .. } => {
-            let shaped = reply::shape(&outcome, &run, &call, false)
-                .map_err(|m| ErrorData::internal_error(m, None))?;
-            match shaped {
-                Shaped::InputRequired(requests, state) => {
-                    answer_tool(shared, task, record.round, &requests, state, &params).await
-                }
-                Shaped::Complete(_) => Ok(()),
+        Observed::Finished { outcome, .. } => match shape(&outcome, &run, &call)? {
+            Shaped::InputRequired(requests, state) => {
+                answer_tool(shared, task, record.round, &requests, state, &params).await
             }
-        }
+            Shaped::Complete(_) => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -509,8 +487,9 @@ async fn request_round(shared: &Shared, task: &str, record: &TaskRecord) -> Resu
     let call = ToolCall::new(record.tool.clone(), record.arguments.clone())
         .with_id(call)
         .with_meta(meta);
-    let handle: RunHandle = shared.engine.run_for(shared.tenant.clone(), run);
-    handle
+    shared
+        .engine
+        .run_for(shared.tenant.clone(), run)
         .request_call(call)
         .await
         .map(drop)
@@ -554,21 +533,33 @@ fn unknown(task: &str) -> ErrorData {
     )
 }
 
-/// An engine failure as a JSON-RPC error.
-fn engine_error(error: aaa_tools::EngineError) -> ErrorData {
-    ErrorData::internal_error(format!("the engine failed: {error}"), None)
+/// A JSON object out of `value`, which is one (a tool result, an error object).
+fn object(value: Value) -> JsonObject {
+    let Value::Object(object) = value else {
+        unreachable!("a result and an error serialize to objects")
+    };
+    object
 }
 
-/// A JSON object out of `value`, which is one.
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(object) => object,
-        other => {
-            let mut object = JsonObject::new();
-            object.insert("value".to_owned(), other);
-            object
-        }
+/// The MCP result of a round's `outcome` (a task's result never names the call in its
+/// `_meta`: the task's id does).
+fn shape(outcome: &Outcome, run: &RunId, call: &CallId) -> Result<Shaped, ErrorData> {
+    reply::shape(outcome, run, call, false).map_err(|m| ErrorData::internal_error(m, None))
+}
+
+/// A `failed` task: a JSON-RPC internal error (`-32603`) with `message`, and `data`
+/// when there is more to say.
+fn failed(message: String, data: Option<Value>) -> TaskPayload {
+    let mut error = JsonObject::new();
+    error.insert(
+        "code".to_owned(),
+        json!(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
+    );
+    error.insert("message".to_owned(), Value::String(message));
+    if let Some(data) = data {
+        error.insert("data".to_owned(), data);
     }
+    TaskPayload::Failed { error }
 }
 
 /// The later of two RFC 3339 times (the first when the second is absent or unreadable).

@@ -484,6 +484,38 @@ impl RunHandle {
         .await
     }
 
+    /// The fact that ended call `call_id` of this run (`aaa.tool.completed` or
+    /// `aaa.tool.failed`, its time included), when the bus holds it: `None` while the
+    /// call has not ended, or once the bus's retention let the fact go. One lookup on
+    /// the call's outcome subjects and no waiting, where [`outcome`](Self::outcome)
+    /// waits; for a caller that polls (an MCP task's `tasks/get`).
+    ///
+    /// ```
+    /// use aaa_tools::{Engine, ToolHandler, ToolRegistry, tool, tools};
+    ///
+    /// /// Add two integers.
+    /// #[tool]
+    /// async fn add(a: i64, b: i64) -> i64 { a + b }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = Engine::embedded();
+    /// let _worker = ToolHandler::new(ToolRegistry::new(tools![add])?).attach(&engine).await?;
+    /// let run = engine.new_run();
+    /// let call = run.request("add", serde_json::json!({"a": 2, "b": 3})).await?;
+    /// run.outcome(&call).await?;
+    /// let fact = run.outcome_fact(&call).await?.expect("the bus holds it");
+    /// assert_eq!(fact.kind, "aaa.tool.completed");
+    /// # Ok(()) }
+    /// ```
+    pub async fn outcome_fact(&self, call_id: &CallId) -> Result<Option<Event>, EngineError> {
+        let bus = &*self.inner.engine.inner.bus;
+        let stored =
+            crate::outcomes::first_outcome(bus, &self.inner.tenant, &self.inner.run, call_id)
+                .await?;
+        // A message on an outcome subject that is no event is no outcome, as for `outcome`.
+        Ok(stored.and_then(|stored| Event::from_bytes(&stored.payload).ok()))
+    }
+
     /// Every fact of the run, from its start, then new ones as they happen. Messages
     /// on the run's subjects that are not valid events come out as errors.
     pub async fn facts(&self) -> Result<BoxStream<'static, Result<Event, FactError>>, EngineError> {

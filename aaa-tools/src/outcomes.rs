@@ -279,6 +279,35 @@ fn lock(waits: &Mutex<Waits>) -> std::sync::MutexGuard<'_, Waits> {
     waits.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The first outcome fact of one call the bus holds, found by its subject: one
+/// lookup, or two when the call's cancel came before its outcome.
+pub(crate) async fn first_outcome(
+    bus: &dyn Bus,
+    tenant: &TenantId,
+    run: &RunId,
+    call: &CallId,
+) -> Result<Option<Stored>, BusError> {
+    let filter = names::outcome_filter(tenant, run, call);
+    let Some(stored) = bus.first(&filter).await? else {
+        return Ok(None);
+    };
+    if names::cancel_of_subject(&stored.subject).is_none() {
+        return Ok(Some(stored));
+    }
+    // The call's cancel (on the same `tool.<how>.<call>` layout) came before its
+    // outcome: look for each kind of outcome on its own subject. Only cancelled calls
+    // pay for the two lookups.
+    let mut found = None;
+    for subject in names::outcome_subjects(tenant, run, call) {
+        if let Some(outcome) = bus.first(&subject).await?
+            && found.as_ref().is_none_or(|f: &Stored| outcome.seq < f.seq)
+        {
+            found = Some(outcome);
+        }
+    }
+    Ok(found)
+}
+
 /// Looks one call's outcome up by its subject and hands it over.
 async fn look_up(
     bus: &dyn Bus,
@@ -287,27 +316,9 @@ async fn look_up(
     run: &RunId,
     call: &CallId,
 ) -> Result<(), BusError> {
-    let filter = names::outcome_filter(tenant, run, call);
-    let Some(mut stored) = bus.first(&filter).await? else {
+    let Some(stored) = first_outcome(bus, tenant, run, call).await? else {
         return Ok(());
     };
-    if names::cancel_of_subject(&stored.subject).is_some() {
-        // The call's cancel (on the same `tool.<how>.<call>` layout) came before its
-        // outcome: look for each kind of outcome on its own subject. Only cancelled
-        // calls pay for the two lookups.
-        let mut found = None;
-        for subject in names::outcome_subjects(tenant, run, call) {
-            if let Some(outcome) = bus.first(&subject).await?
-                && found.as_ref().is_none_or(|f: &Stored| outcome.seq < f.seq)
-            {
-                found = Some(outcome);
-            }
-        }
-        let Some(outcome) = found else {
-            return Ok(());
-        };
-        stored = outcome;
-    }
     let mut ready = Vec::new();
     if let Some(found) = parse(&stored) {
         hand_over(&mut lock(waits), found, &mut ready);

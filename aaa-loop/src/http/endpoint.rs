@@ -161,15 +161,10 @@ impl Endpoint {
 /// `error` object of the body (`"<type>: <message>"`), else the body's text, else the
 /// status's reason.
 fn error_message(provider: Provider, status: StatusCode, body: &[u8]) -> (String, Option<String>) {
-    if let Ok(json) = serde_json::from_slice::<Value>(body) {
-        let code = json.get("error").and_then(|error| {
-            ["type", "code", "status"]
-                .iter()
-                .find_map(|key| error.get(*key)?.as_str().map(str::to_owned))
-        });
-        if let Some(crate::CodecError::Provider { message, .. }) = provider_error(provider, &json) {
-            return (message, code);
-        }
+    if let Ok(json) = serde_json::from_slice::<Value>(body)
+        && let Some(CodecError::Provider { message, code, .. }) = provider_error(provider, &json)
+    {
+        return (message, code);
     }
     let text = String::from_utf8_lossy(body);
     let text = text.trim();

@@ -8,7 +8,7 @@ use aaa_mcp::McpReply;
 use aaa_tools::{Tool, ToolContext, ToolError, tool, tools};
 use serde_json::{Value, json};
 
-use crate::tools::{ask, elicitation, request_of, text};
+use crate::tools::{answered_name, ask, elicitation, greet_by_name, request_of, text};
 
 /// Greets someone (a plain call, never a task).
 ///
@@ -75,15 +75,7 @@ async fn confirm_delete(ctx: ToolContext, filename: String) -> McpReply {
 #[tool]
 async fn multi_input(ctx: ToolContext) -> McpReply {
     let request = request_of(&ctx);
-    let name = |key| {
-        request.input(key).and_then(|answer| {
-            answer
-                .get("content")?
-                .get("name")?
-                .as_str()
-                .map(str::to_owned)
-        })
-    };
+    let name = |key| answered_name(&request, key);
     match (name("first"), name("second")) {
         (Some(first), Some(second)) => text(format!("Got {first} and {second}")),
         _ => {
@@ -105,31 +97,11 @@ async fn multi_input(ctx: ToolContext) -> McpReply {
     }
 }
 
-/// Asks for the user's name, then greets them (a task for a client that can have one).
+/// Asks for the user's name, then greets them (a task once the answer comes, for a
+/// client that can have one).
 #[tool]
 async fn test_tool_with_task(ctx: ToolContext) -> McpReply {
-    let request = request_of(&ctx);
-    let name = request.input("user_name").and_then(|answer| {
-        answer
-            .get("content")?
-            .get("name")?
-            .as_str()
-            .map(str::to_owned)
-    });
-    match name {
-        Some(name) => text(format!("Hello, {name}!")),
-        None => ask(
-            vec![(
-                "user_name",
-                elicitation(
-                    "What is your name?",
-                    json!({"name": {"type": "string"}}),
-                    json!(["name"]),
-                ),
-            )],
-            None,
-        ),
-    }
+    greet_by_name(&ctx)
 }
 
 /// Whether an elicitation answer accepted with `confirm: true`.

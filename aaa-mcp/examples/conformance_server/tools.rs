@@ -304,18 +304,26 @@ pub(crate) fn text(value: String) -> McpReply {
 /// Requires an elicitation input via InputRequiredResult (SEP-2322).
 #[tool]
 async fn test_input_required_result_elicitation(ctx: ToolContext) -> McpReply {
-    let request = request_of(&ctx);
+    greet_by_name(&ctx)
+}
+
+/// Asks the user's name (`user_name`), then greets them by it: an `input_required`
+/// exchange of two rounds.
+pub(crate) fn greet_by_name(ctx: &ToolContext) -> McpReply {
+    let request = request_of(ctx);
     match request.input("user_name") {
-        Some(answer) => {
-            let name = answer
-                .get("content")
-                .and_then(|c| c.get("name"))
-                .and_then(Value::as_str)
-                .unwrap_or("friend");
-            text(format!("Hello, {name}!"))
+        Some(_) => {
+            let name = answered_name(&request, "user_name");
+            text(format!("Hello, {}!", name.as_deref().unwrap_or("friend")))
         }
         None => ask(vec![("user_name", name_request())], None),
     }
+}
+
+/// The `name` the user gave in their answer to the input request `key`.
+pub(crate) fn answered_name(request: &McpRequest, key: &str) -> Option<String> {
+    let name = request.input(key)?.get("content")?.get("name")?;
+    name.as_str().map(str::to_owned)
 }
 
 /// Requires a sampling input via InputRequiredResult (SEP-2322).

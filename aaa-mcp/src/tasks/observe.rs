@@ -1,11 +1,11 @@
 //! What became of one round of a task: its engine call, read from the bus by lookups
-//! on the call's subjects ([`Bus::first`](aaa_tools::bus::Bus::first)), never by
-//! reading the run. Each round is the only call on a run of its own, so the run's
+//! (its outcome through [`RunHandle::outcome_fact`](aaa_tools::RunHandle::outcome_fact),
+//! the rest with [`Bus::first`](aaa_tools::bus::Bus::first)), never by reading the run. Each round is the only call on a run of its own, so the run's
 //! approval and request subjects are the call's too.
 
 use aaa_tools::event::{
     APPROVAL_DENIED, APPROVAL_GRANTED, APPROVAL_REQUESTED, ApprovalRequested, Event,
-    TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED, subject,
+    TOOL_COMPLETED, TOOL_REQUESTED, subject,
 };
 use aaa_tools::{Engine, Outcome, RunId, TenantId};
 use rmcp::ErrorData;
@@ -47,24 +47,18 @@ pub(crate) async fn observe(
     run: &RunId,
     call: &aaa_tools::CallId,
 ) -> Result<Observed, ErrorData> {
+    let handle = engine.run_for(tenant.clone(), run.clone());
+    let finished = handle
+        .outcome_fact(call)
+        .await
+        .map_err(|error| ErrorData::internal_error(format!("the engine failed: {error}"), None))?;
     let bus = engine.bus();
     let first = |filter: String| async move {
         let stored = bus
             .first(&filter)
             .await
             .map_err(|error| ErrorData::internal_error(format!("the bus failed: {error}"), None))?;
-        Ok::<_, ErrorData>(stored.and_then(|stored| {
-            let event = Event::from_bytes(&stored.payload).ok()?;
-            Some((stored.seq, event))
-        }))
-    };
-    let per_call = |kind| format!("{}.{}", subject(tenant, run, kind), call.as_str());
-    let completed = first(per_call(TOOL_COMPLETED)).await?;
-    let failed = first(per_call(TOOL_FAILED)).await?;
-    // The first outcome stored is the call's.
-    let finished = match (completed, failed) {
-        (Some(a), Some(b)) => Some(if a.0 < b.0 { a.1 } else { b.1 }),
-        (a, b) => a.or(b).map(|(_, event)| event),
+        Ok::<_, ErrorData>(stored.and_then(|stored| Event::from_bytes(&stored.payload).ok()))
     };
     if let Some(event) = finished {
         let at = event.time.clone();
@@ -81,7 +75,7 @@ pub(crate) async fn observe(
         })?;
         return Ok(Observed::Finished { outcome, at });
     }
-    if let Some((_, event)) = first(subject(tenant, run, APPROVAL_REQUESTED)).await? {
+    if let Some(event) = first(subject(tenant, run, APPROVAL_REQUESTED)).await? {
         let decided = first(subject(tenant, run, APPROVAL_GRANTED))
             .await?
             .is_some()
@@ -96,7 +90,7 @@ pub(crate) async fn observe(
         }
     }
     match first(subject(tenant, run, TOOL_REQUESTED)).await? {
-        Some((_, event)) => Ok(Observed::Running { since: event.time }),
+        Some(event) => Ok(Observed::Running { since: event.time }),
         None => Ok(Observed::NotRequested),
     }
 }
