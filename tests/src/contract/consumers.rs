@@ -133,11 +133,15 @@ pub async fn in_progress_holds_a_message_past_its_ack_wait(bus: &dyn Bus) {
     nothing_within(&mut *sub, 3 * ACK_WAIT, "an acked message is done").await;
 }
 
-/// What a dropped subscription held goes to another subscription of the consumer,
-/// counted (the embedded bus hands it back at once, a server once the ack wait
-/// passes: how soon after is the server's and client's business, so the case only
-/// waits); and an ack from the first delivery, late, still settles it (acks go by
-/// sequence number).
+/// What a dropped subscription held goes to another subscription of the consumer
+/// (the embedded bus hands it back at once, a server once the ack wait passes: how
+/// soon after is the server's and client's business, so the case only waits); and an
+/// ack from the first delivery, late, still settles it (acks go by sequence number).
+///
+/// The case does not require the second delivery to be counted: a JetStream server
+/// under load was seen handing the message to the second subscription with count 1,
+/// which is why [`Message::delivery_count`] is documented as a hint. The embedded
+/// bus's own tests hold it to counting.
 pub async fn a_dropped_subscription_hands_its_messages_back(backend: &dyn Backend) {
     let (one, two) = (backend.bus().await, backend.bus().await);
     let spec = ConsumerSpec::new("handover", ["aaa.t.r.job"]).with_ack_wait(ACK_WAIT);
@@ -150,7 +154,7 @@ pub async fn a_dropped_subscription_hands_its_messages_back(backend: &dyn Backen
         .unwrap();
     drop(a);
     let again = next_message(&mut *b).await;
-    assert_eq!((again.seq, again.delivery_count), (held.seq, 2));
+    assert_eq!(again.seq, held.seq, "the held message comes back");
     // The first delivery's ack settles the message, whoever holds it now.
     held.ack().await.unwrap();
     nothing_within(&mut *b, 3 * ACK_WAIT, "a late ack settles by sequence").await;
