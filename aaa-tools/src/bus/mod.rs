@@ -181,9 +181,8 @@ pub struct Message {
     ///
     /// A hint, not a fact to build safety on: a JetStream server may hand a message
     /// held by a subscription that went away to another one without counting up. The
-    /// engine uses it only to guess that a call is new (the guard's record decides)
-    /// and to count a call against its run's budgets on its first delivery (one
-    /// delivered again uncounted is counted again: the budget errs toward refusing).
+    /// engine uses it only to guess that a call is new (the guard's record decides;
+    /// budgets count calls by id).
     pub delivery_count: u32,
     acker: Arc<dyn Acker>,
 }

@@ -91,7 +91,8 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// Budgets count calls admitted past the argument check and the pre-call checks,
 /// including ones then waiting for approval; they are kept in the engine's store, so
-/// every worker of a run counts against one budget.
+/// every worker of a run counts against one budget. A call counts once, by its id:
+/// its request delivered again, or sent again, uses no more of the budget.
 ///
 /// ```
 /// use aaa_tools::{GuardPolicy, PostCall, PreCall};

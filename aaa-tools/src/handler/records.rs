@@ -4,7 +4,7 @@
 //! Keys (see [`names`](crate::names)): `approval.<tenant>.<run>.<call>`,
 //! `approval-due.<tenant>.<run>.<call>` and `budget.<tenant>.<run>`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -116,20 +116,32 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     }
 }
 
-/// Calls counted for a run.
+/// Calls counted for a run, and which calls they were.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Budget {
     total: u32,
     per_tool: BTreeMap<String, u32>,
+    /// The ids of the calls counted (at most the run's limit plus the tools' limits:
+    /// a call past them is refused, not counted). Absent from records written before
+    /// calls were counted by id.
+    #[serde(default)]
+    counted: BTreeSet<CallId>,
 }
 
-/// Counts one call of `tool` in the run against `policy`'s budgets: `Ok(None)` when
+/// Counts call `call` of `tool` in the run against `policy`'s budgets: `Ok(None)` when
 /// admitted, `Ok(Some(reason))` when a budget is exhausted.
+///
+/// A call is counted once, by its id, however many times its request is delivered:
+/// a request sent again after the bus's duplicate window, or handed to another
+/// worker by a server that did not count the delivery (see
+/// [`Message::delivery_count`](crate::bus::Message::delivery_count)), is admitted
+/// without counting again.
 pub(crate) async fn consume_budget(
     store: &dyn GuardStore,
     policy: &GuardPolicy,
     tenant: &TenantId,
     run: &RunId,
+    call: &CallId,
     tool: &str,
 ) -> Result<Option<String>, StoreError> {
     if !policy.has_budgets() {
@@ -142,6 +154,9 @@ pub(crate) async fn consume_budget(
             Some((b, r)) => (b, Some(r)),
             None => (Budget::default(), None),
         };
+        if budget.counted.contains(call) {
+            return Ok(None);
+        }
         if let Some(limit) = policy.run_limit()
             && budget.total >= limit
         {
@@ -159,6 +174,7 @@ pub(crate) async fn consume_budget(
         }
         budget.total += 1;
         budget.per_tool.insert(tool.to_owned(), used + 1);
+        budget.counted.insert(call.clone());
         let written = match revision {
             Some(r) => {
                 store
@@ -176,5 +192,41 @@ pub(crate) async fn consume_budget(
             Err(StoreError::Conflict { .. } | StoreError::Exists { .. }) => continue,
             Err(e) => return Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aaa_guard::MemoryStore;
+
+    /// A call counted once stays counted once: delivered again (uncounted by the
+    /// bus, or sent again after the duplicate window) it is admitted without using
+    /// the budget a second time.
+    #[tokio::test]
+    async fn a_call_counts_once_however_often_it_is_delivered() {
+        let store = MemoryStore::new();
+        let policy = GuardPolicy::new().max_calls_per_run(2);
+        let (tenant, run) = (TenantId::default(), RunId::new("r").unwrap());
+        let id = |text: &str| CallId::new(text).unwrap();
+        let count = |call: CallId| {
+            let (store, policy, tenant, run) = (&store, &policy, &tenant, &run);
+            async move {
+                consume_budget(store, policy, tenant, run, &call, "t")
+                    .await
+                    .unwrap()
+            }
+        };
+        for _ in 0..3 {
+            assert_eq!(count(id("a")).await, None, "`a` is admitted each time");
+        }
+        assert_eq!(count(id("b")).await, None, "`a` used one call of two");
+        let refused = count(id("c")).await.expect("the run's two calls are used");
+        assert!(refused.contains("budget of 2"), "{refused}");
+        assert_eq!(
+            count(id("b")).await,
+            None,
+            "a counted call is still admitted"
+        );
     }
 }

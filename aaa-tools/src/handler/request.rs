@@ -196,28 +196,26 @@ async fn admit_and_run(
         }
         PreCall::RequireApproval(reason) => approval_reason = Some(reason),
     }
-    if message.delivery_count == 1 {
-        let store = &**core.engine.store();
-        match records::consume_budget(
-            store,
-            &entry.handler.guards,
-            &call.tenant,
-            &call.run,
-            &call.name,
-        )
-        .await
-        {
-            Ok(None) => {}
-            Ok(Some(reason)) => {
-                return (
-                    refuse(core, &retry, call, FailureKind::Policy, reason).await,
-                    false,
-                );
-            }
-            Err(error) => {
-                tracing::warn!(%error, "the budget store failed; the request will be delivered again");
-                return (Disposition::Nak, false);
-            }
+    match records::consume_budget(
+        &**core.engine.store(),
+        &entry.handler.guards,
+        &call.tenant,
+        &call.run,
+        &call.call_id,
+        &call.name,
+    )
+    .await
+    {
+        Ok(None) => {}
+        Ok(Some(reason)) => {
+            return (
+                refuse(core, &retry, call, FailureKind::Policy, reason).await,
+                false,
+            );
+        }
+        Err(error) => {
+            tracing::warn!(%error, "the budget store failed; the request will be delivered again");
+            return (Disposition::Nak, false);
         }
     }
     // From here until the message is settled a cancel of the call reaches it.
