@@ -8,9 +8,11 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use aaa_mcp::{IDEMPOTENCY_KEY, McpServer, TaskSupport};
 use aaa_tools::event::{APPROVAL_REQUESTED, ApprovalDecision, ApprovalRequested};
-use aaa_tools::{CallId, Outcome, RunHandle, RunId, TenantId};
+use aaa_tools::{CallId, Engine, HandlerHandle, Outcome, RunHandle, RunId, TenantId};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     ErrorCode, GetTaskParams, Implementation, TaskPayload, TaskStatus, UpdateTaskParams,
@@ -18,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use support::{TestServer, within};
+use support::{Runs, TestServer, within};
 
 /// A client that declares the tasks extension, and elicitation when `elicits`.
 #[derive(Clone, Default)]
@@ -55,6 +57,23 @@ async fn connect(server: McpServer, client: TaskClient) -> RunningService<RoleCl
         .serve(tokio::io::split(ours))
         .await
         .expect("the client connects")
+}
+
+/// A client that declared the tasks extension, connected to a [`task_server`]; with
+/// the server's engine, its tools' counters and its worker (which the caller keeps).
+async fn task_client() -> (
+    RunningService<RoleClient, TaskClient>,
+    Engine,
+    Arc<Runs>,
+    HandlerHandle,
+) {
+    let TestServer {
+        server,
+        runs,
+        engine,
+        worker,
+    } = task_server().await;
+    (connect(server, TASKS).await, engine, runs, worker)
 }
 
 /// A server of the test tools whose `sleepy`, `send_payment` and `counted` calls may
@@ -182,13 +201,7 @@ async fn a_task_is_served_by_a_server_that_never_saw_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tools_error_completes_the_task_with_is_error() {
-    let TestServer {
-        server,
-        engine,
-        worker: _worker,
-        ..
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, engine, _, _worker) = task_client().await;
     let task = start(&client, params("fail", json!({}))).await;
     round_ends(&engine, &task).await;
     let detailed = get(&client, &task).await;
@@ -264,13 +277,7 @@ async fn tasks_update_answers_the_approval_a_task_waits_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_elicitation_an_operator_decides_a_tasks_approval() {
-    let TestServer {
-        server,
-        engine,
-        runs,
-        worker: _worker,
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, engine, runs, _worker) = task_client().await;
     let task = start(
         &client,
         params("send_payment", json!({"to": "ann", "amount_cents": 5})),
@@ -309,13 +316,7 @@ async fn without_elicitation_an_operator_decides_a_tasks_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_cancel_stops_a_running_task_and_leaves_a_finished_one() {
-    let TestServer {
-        server,
-        engine,
-        worker: _worker,
-        ..
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, engine, _, _worker) = task_client().await;
     let task = start(&client, params("sleepy", json!({"ms": 60_000}))).await;
     let (run, call) = first_round(&engine, &task);
     support::fact(&run, aaa_tools::event::ATTEMPT_STARTED, None).await;
@@ -348,12 +349,7 @@ async fn tasks_cancel_stops_a_running_task_and_leaves_a_finished_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_and_malformed_task_ids_are_invalid_params() {
-    let TestServer {
-        server,
-        worker: _worker,
-        ..
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, _, _, _worker) = task_client().await;
     let long = "t".repeat(10_000);
     for id in ["task-0000", "a.b.>", "", "../etc", long.as_str(), "task-ü"] {
         let error = client.get_task(GetTaskParams::new(id)).await.unwrap_err();
@@ -384,13 +380,7 @@ async fn unknown_and_malformed_task_ids_are_invalid_params() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resent_task_request_with_its_key_is_the_same_task() {
-    let TestServer {
-        server,
-        engine,
-        runs,
-        worker: _worker,
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, engine, runs, _worker) = task_client().await;
     let keyed = || {
         let mut request = params("counted", json!({"note": "once"}));
         let mut meta = rmcp::model::RequestMetaObject::new();
@@ -457,13 +447,7 @@ async fn task_support_follows_the_clients_capabilities() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_asks_for_input_and_takes_the_answers_one_at_a_time() {
-    let TestServer {
-        server,
-        engine,
-        worker: _worker,
-        ..
-    } = task_server().await;
-    let client = connect(server, TASKS).await;
+    let (client, engine, _, _worker) = task_client().await;
     let task = start(&client, params("ask_name", json!({}))).await;
     round_ends(&engine, &task).await;
     let pending = |task: &rmcp::model::DetailedTask| match &task.payload {
