@@ -325,8 +325,4 @@ impl GuardPolicy {
     pub(crate) fn has_post_checks(&self) -> bool {
         !self.post.is_empty()
     }
-
-    pub(crate) fn has_budgets(&self) -> bool {
-        self.max_calls_per_run.is_some() || !self.max_calls_per_tool.is_empty()
-    }
 }

@@ -121,9 +121,10 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 struct Budget {
     total: u32,
     per_tool: BTreeMap<String, u32>,
-    /// The ids of the calls counted (at most the run's limit plus the tools' limits:
-    /// a call past them is refused, not counted). Absent from records written before
-    /// calls were counted by id.
+    /// The ids of the calls counted: only calls some limit applies to are, and a call
+    /// past its limit is refused, not counted, so there are at most the run's limit
+    /// or, without one, the tools' limits together. Absent from records written
+    /// before calls were counted by id.
     #[serde(default)]
     counted: BTreeSet<CallId>,
 }
@@ -144,7 +145,8 @@ pub(crate) async fn consume_budget(
     call: &CallId,
     tool: &str,
 ) -> Result<Option<String>, StoreError> {
-    if !policy.has_budgets() {
+    // A call no limit applies to is not counted: the ids kept stay within the limits.
+    if policy.run_limit().is_none() && policy.tool_limit(tool).is_none() {
         return Ok(None);
     }
     let key = crate::names::budget_key(tenant, run);
@@ -228,5 +230,29 @@ mod tests {
             None,
             "a counted call is still admitted"
         );
+    }
+
+    /// Only calls a limit applies to are counted, so the ids kept stay within the
+    /// limits however long the run.
+    #[tokio::test]
+    async fn calls_no_limit_applies_to_are_not_kept() {
+        let store = MemoryStore::new();
+        let policy = GuardPolicy::new().max_calls_per_tool("limited", 1);
+        let (tenant, run) = (TenantId::default(), RunId::new("r").unwrap());
+        for i in 0..5 {
+            let call = CallId::new(format!("free-{i}")).unwrap();
+            let counted = consume_budget(&store, &policy, &tenant, &run, &call, "free");
+            assert_eq!(counted.await.unwrap(), None);
+        }
+        let key = crate::names::budget_key(&tenant, &run);
+        assert_eq!(store.get(RecordKind::Handler, &key).await.unwrap(), None);
+        let call = CallId::new("limited-0").unwrap();
+        let counted = consume_budget(&store, &policy, &tenant, &run, &call, "limited");
+        assert_eq!(counted.await.unwrap(), None);
+        let (budget, _) = read::<Budget>(&store, RecordKind::Handler, &key)
+            .await
+            .unwrap()
+            .expect("the limited call was counted");
+        assert_eq!(budget.counted.len(), 1);
     }
 }
