@@ -90,6 +90,30 @@ async fn task_server() -> TestServer {
     .await
 }
 
+/// The key under which a task's approval is answered.
+const APPROVAL: &str = "aaa-tools/approval";
+
+/// An elicitation's answer to an approval: accepted, approving or not.
+fn approval(approve: bool) -> Value {
+    json!({"action": "accept", "content": {"approve": approve}})
+}
+
+/// Answers `task`'s input requests with `answers` (`tasks/update`).
+async fn answer<const N: usize>(
+    client: &RunningService<RoleClient, TaskClient>,
+    task: &str,
+    answers: [(&str, Value); N],
+) {
+    let answers: rmcp::model::InputResponses = answers
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
+    client
+        .update_task(UpdateTaskParams::new(task, answers))
+        .await
+        .expect("tasks/update is answered");
+}
+
 fn params(name: &'static str, arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new(name).with_arguments(arguments.as_object().unwrap().clone())
 }
@@ -254,15 +278,7 @@ async fn tasks_update_answers_the_approval_a_task_waits_for() {
         );
         assert_eq!(runs.payments(), 0, "nothing runs before the answer");
 
-        let mut answers = rmcp::model::InputResponses::new();
-        answers.insert(
-            "aaa-tools/approval".to_owned(),
-            json!({"action": "accept", "content": {"approve": approve}}),
-        );
-        client
-            .update_task(UpdateTaskParams::new(&task, answers))
-            .await
-            .unwrap();
+        answer(&client, &task, [(APPROVAL, approval(approve))]).await;
         round_ends(&engine, &task).await;
         let done = get(&client, &task).await;
         assert_eq!(done.status(), TaskStatus::Completed);
@@ -292,15 +308,7 @@ async fn without_elicitation_an_operator_decides_a_tasks_approval() {
         "{message}"
     );
     // The client cannot answer it.
-    let mut answers = rmcp::model::InputResponses::new();
-    answers.insert(
-        "aaa-tools/approval".to_owned(),
-        json!({"action": "accept", "content": {"approve": true}}),
-    );
-    client
-        .update_task(UpdateTaskParams::new(&task, answers))
-        .await
-        .unwrap();
+    answer(&client, &task, [(APPROVAL, approval(true))]).await;
     assert_eq!(get(&client, &task).await.status(), TaskStatus::Working);
     assert_eq!(runs.payments(), 0);
 
@@ -458,22 +466,16 @@ async fn a_task_asks_for_input_and_takes_the_answers_one_at_a_time() {
     };
     assert_eq!(pending(&get(&client, &task).await), ["first", "last"]);
 
-    let mut first = rmcp::model::InputResponses::new();
-    first.insert("first".to_owned(), named("Ada"));
     // An answer to nothing it asked is ignored, and acknowledged.
-    first.insert("middle".to_owned(), named("X"));
-    client
-        .update_task(UpdateTaskParams::new(&task, first))
-        .await
-        .unwrap();
+    answer(
+        &client,
+        &task,
+        [("first", named("Ada")), ("middle", named("X"))],
+    )
+    .await;
     assert_eq!(pending(&get(&client, &task).await), ["last"]);
 
-    let mut last = rmcp::model::InputResponses::new();
-    last.insert("last".to_owned(), named("Lovelace"));
-    client
-        .update_task(UpdateTaskParams::new(&task, last))
-        .await
-        .unwrap();
+    answer(&client, &task, [("last", named("Lovelace"))]).await;
     round_n_ends(&engine, &task, 2).await;
     let (text, is_error) = result_text(&get(&client, &task).await);
     assert!(!is_error);
