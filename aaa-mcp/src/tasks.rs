@@ -550,16 +550,13 @@ fn shape(outcome: &Outcome, run: &RunId, call: &CallId) -> Result<Shaped, ErrorD
 /// A `failed` task: a JSON-RPC internal error (`-32603`) with `message`, and `data`
 /// when there is more to say.
 fn failed(message: String, data: Option<Value>) -> TaskPayload {
-    let mut error = JsonObject::new();
-    error.insert(
-        "code".to_owned(),
-        json!(rmcp::model::ErrorCode::INTERNAL_ERROR.0),
-    );
-    error.insert("message".to_owned(), Value::String(message));
+    let mut error = json!({"code": rmcp::model::ErrorCode::INTERNAL_ERROR.0, "message": message});
     if let Some(data) = data {
-        error.insert("data".to_owned(), data);
+        error["data"] = data;
     }
-    TaskPayload::Failed { error }
+    TaskPayload::Failed {
+        error: object(error),
+    }
 }
 
 /// The later of two RFC 3339 times (the first when the second is absent or unreadable).
