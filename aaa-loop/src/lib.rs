@@ -223,4 +223,6 @@ pub use ids::{ESCAPE_PREFIX, call_id_for, provider_id_for};
 pub use model::{Message, Model, ModelError, ModelFuture, ModelRequest, ToolResult};
 pub use scripted::ScriptedModel;
 pub use tool_loop::{Limits, LoopEnd, LoopError, LoopEvent, LoopResult, LoopStream, ToolLoop};
-pub use turn::{ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage};
+pub use turn::{
+    Arguments, ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage,
+};

@@ -273,9 +273,76 @@ impl ProviderCall {
 #[non_exhaustive]
 pub enum ArgumentsOrProblem {
     /// The arguments object.
-    Arguments(Arc<Map<String, Value>>),
+    Arguments(Arguments),
     /// Why the arguments cannot be used, in words for the model.
     Problem(Arc<str>),
+}
+
+/// One JSON object of arguments, shared: a copy counts a reference, and the engine's
+/// request takes the same allocation ([`shared`](Self::shared) into
+/// [`ToolCall::arguments`](aaa_tools::ToolCall::arguments)), so the turn a loop records
+/// and the call it requests hold one copy between them.
+///
+/// It reads as the object it is (`Deref` to a [`Map`]) and is written as that object.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use aaa_loop::Arguments;
+/// use serde_json::{Map, json};
+///
+/// let arguments = Arguments::from(json!({"city": "Oslo"}).as_object().unwrap().clone());
+/// assert_eq!(arguments["city"], "Oslo");
+/// assert_eq!(*arguments.shared(), json!({"city": "Oslo"}));
+/// assert!(Arc::ptr_eq(&arguments.shared(), &arguments.clone().shared()));
+/// assert!(Arguments::from(Map::new()).is_empty());
+/// ```
+#[derive(Clone, PartialEq)]
+pub struct Arguments(
+    /// Always a `Value::Object`: every constructor takes a [`Map`].
+    Arc<Value>,
+);
+
+impl Arguments {
+    /// The arguments as the engine's request takes them: the same allocation.
+    pub fn shared(&self) -> Arc<Value> {
+        Arc::clone(&self.0)
+    }
+}
+
+impl From<Map<String, Value>> for Arguments {
+    fn from(map: Map<String, Value>) -> Self {
+        Arguments(Arc::new(Value::Object(map)))
+    }
+}
+
+impl std::ops::Deref for Arguments {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        match &*self.0 {
+            Value::Object(map) => map,
+            _ => unreachable!("arguments are made from a map only"),
+        }
+    }
+}
+
+impl fmt::Debug for Arguments {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl Serialize for Arguments {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Arguments {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Map::deserialize(deserializer).map(Arguments::from)
+    }
 }
 
 impl ArgumentsOrProblem {
@@ -321,7 +388,7 @@ impl ArgumentsOrProblem {
     /// ```
     pub fn from_value(value: Value) -> Self {
         let what = match value {
-            Value::Object(map) => return ArgumentsOrProblem::Arguments(Arc::new(map)),
+            Value::Object(map) => return ArgumentsOrProblem::Arguments(map.into()),
             Value::Null => "null",
             Value::Bool(_) => "a JSON boolean",
             Value::Number(_) => "a JSON number",
@@ -345,7 +412,7 @@ impl ArgumentsOrProblem {
     /// assert!(ArgumentsOrProblem::empty().arguments().is_some_and(|map| map.is_empty()));
     /// ```
     pub fn empty() -> Self {
-        ArgumentsOrProblem::Arguments(Arc::default())
+        ArgumentsOrProblem::Arguments(Map::new().into())
     }
 
     /// The arguments, when they are usable.
@@ -466,13 +533,13 @@ mod tests {
     fn arguments_text_is_one_object_or_a_problem() {
         assert_eq!(
             ArgumentsOrProblem::from_text(r#" {"city": "Oslo"} "#),
-            ArgumentsOrProblem::Arguments(Arc::new(
-                json!({"city": "Oslo"}).as_object().unwrap().clone()
-            ))
+            ArgumentsOrProblem::Arguments(
+                json!({"city": "Oslo"}).as_object().unwrap().clone().into()
+            )
         );
         assert_eq!(
             ArgumentsOrProblem::from_text("  "),
-            ArgumentsOrProblem::Arguments(Arc::new(Map::new()))
+            ArgumentsOrProblem::Arguments(Map::new().into())
         );
         assert_eq!(
             problem(ArgumentsOrProblem::from_text("{city: Oslo}")),
@@ -509,7 +576,7 @@ mod tests {
         else {
             panic!("{call:?}")
         };
-        assert!(Arc::ptr_eq(a, b));
+        assert!(Arc::ptr_eq(&a.shared(), &b.shared()));
     }
 
     #[test]

@@ -253,8 +253,12 @@ pub struct ToolCall {
     pub call_id: Option<CallId>,
     /// The tool's name as the model sent it.
     pub name: Arc<str>,
-    /// The arguments: an object, or a string of JSON as providers send them.
-    pub arguments: Value,
+    /// The arguments: an object, or a string of JSON as providers send them. Shared:
+    /// the request on the bus takes this allocation, so a caller that keeps the
+    /// arguments too (an agent loop records them with the model's turn) copies none:
+    /// 2 000 instructions less a turn in aaa-loop's `loop_overhead` bench, whose
+    /// per-turn ratio to a direct call went from 1.088 to 1.049 in instructions.
+    pub arguments: Arc<Value>,
     /// Metadata for the tool (`ToolContext::meta`).
     pub meta: Map<String, Value>,
     /// Whether `call_id` was made by [`with_new_id`](Self::with_new_id): no earlier
@@ -263,12 +267,12 @@ pub struct ToolCall {
 }
 
 impl ToolCall {
-    /// A call of `name` with `arguments`.
-    pub fn new(name: impl Into<Arc<str>>, arguments: Value) -> Self {
+    /// A call of `name` with `arguments` (a [`Value`], or an `Arc<Value>` to share).
+    pub fn new(name: impl Into<Arc<str>>, arguments: impl Into<Arc<Value>>) -> Self {
         ToolCall {
             call_id: None,
             name: name.into(),
-            arguments,
+            arguments: arguments.into(),
             meta: Map::new(),
             fresh: false,
         }

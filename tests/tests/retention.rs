@@ -127,7 +127,7 @@ async fn a_bounded_log_loses_no_call_and_no_outcome() {
     let first = facts.next().await.unwrap().unwrap();
     assert_eq!(first.kind, TOOL_REQUESTED);
     let request: ToolRequested = first.data_as().unwrap();
-    assert_eq!(request.arguments, json!({"a": 5, "b": 5}));
+    assert_eq!(*request.arguments, json!({"a": 5, "b": 5}));
 }
 
 #[tokio::test(flavor = "multi_thread")]

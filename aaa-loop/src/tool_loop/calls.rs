@@ -185,11 +185,10 @@ impl TurnCalls<'_> {
 
     async fn request_new(&self, id: &CallId, call: &ProviderCall) -> Result<(), LoopError> {
         let arguments = match &call.arguments {
-            // A copy: the engine's request owns its arguments (`ToolCall::arguments`
-            // is a `Value`), while the turn, recorded on the run, keeps them too.
-            ArgumentsOrProblem::Arguments(map) => Value::Object(Map::clone(map)),
+            // Shared with the turn, which the run records.
+            ArgumentsOrProblem::Arguments(arguments) => arguments.shared(),
             // Answered locally (see `answer`); never requested.
-            _ => Value::Object(Map::new()),
+            _ => Value::Object(Map::new()).into(),
         };
         // First: the loop read the run and found no request of `id` (see `Known`).
         let request = ToolCall::new(call.name.clone(), arguments)

@@ -356,9 +356,10 @@ pub struct ToolRequested {
     pub call_id: CallId,
     /// The tool's name as the model sent it.
     pub name: Arc<str>,
-    /// The arguments: an object, or a string of JSON.
+    /// The arguments: an object, or a string of JSON. Shared with the
+    /// [`ToolCall`](crate::ToolCall) that made the request.
     #[serde(default)]
-    pub arguments: Value,
+    pub arguments: Arc<Value>,
     /// Free-form metadata, handed to the tool as `ToolContext::meta`.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub meta: Map<String, Value>,

@@ -2,6 +2,7 @@
 //! guardrails, then ask for approval or run the call.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -57,13 +58,13 @@ pub(super) async fn handle_request(core: &Core, message: Message) {
             request.call_id.clone(),
             request.name.clone(),
             request.meta.clone(),
-            Cow::Borrowed(&request.arguments),
+            Cow::Borrowed(&*request.arguments),
         ),
         Cow::Owned(request) => (
             request.call_id,
             request.name,
             request.meta,
-            Cow::Owned(request.arguments),
+            Cow::Owned(Arc::unwrap_or_clone(request.arguments)),
         ),
     };
     let call = Call {
