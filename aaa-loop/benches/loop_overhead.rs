@@ -82,12 +82,15 @@
 //! Then the engine's request took the turn's arguments without a copy
 //! (`ToolCall::arguments` is an `Arc<Value>`, [`aaa_loop::Arguments`] hands over the
 //! same allocation): a turn 49 900 instructions, 1 297 first-level data misses and 44
-//! last-level ones; a direct call 47 500, 1 065 and 42 (1.049, 1.22, 1.04). Timed, on
-//! an idle machine, five summaries in a row: on two worker threads 1.11 to 1.33; on a
-//! current-thread runtime 1.03 to 1.15. A direct call itself took 11 to 26 µs from
-//! one summary to the next, so the summary also prints each round's own ratio (its
-//! four timings taken within about a second), whose median moves less with the
-//! machine.
+//! last-level ones; a direct call 47 500, 1 065 and 42 (1.049, 1.22, 1.04). Timed,
+//! the binaries before and after interleaved, six summaries each on an idle machine:
+//! on two worker threads medians 1.35 before, 1.20 after; on a current-thread runtime
+//! 1.16 and 1.16. The first-level data misses, unchanged, keep wall time above the
+//! instruction ratio. A direct call itself took 11 to 26 µs from one summary to the
+//! next, so the summary also prints each round's own ratio (its four timings taken
+//! within about a second of each other), in which a slow phase lasting a round
+//! cancels. Here it spread as widely as the plain ratio: seven summaries after,
+//! medians 1.30 (two threads) and 1.17 (current-thread); the noise is within rounds.
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs each path once and
 //! checks the answers.
