@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use crate::bus::{Bus, BusError, MemoryBus, Payload};
 use crate::event::EventError;
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, ShortText,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event,
     TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
 };
 use crate::ids::{CallId, IdError, RunId, TenantId};
@@ -392,7 +392,7 @@ impl RunHandle {
     }
 
     /// The request event of `call`: its call id, its subject and its payload.
-    fn request_event(&self, call: ToolCall) -> (CallId, ShortText, Payload) {
+    fn request_event(&self, call: ToolCall) -> (CallId, String, Payload) {
         let call_id = call.call_id.unwrap_or_else(new_call_id);
         let data = ToolRequested {
             call_id: call_id.clone(),
@@ -458,7 +458,7 @@ impl RunHandle {
         if look_up {
             // Until the lookup answers (it retries while the bus is unavailable), the
             // outcome may also arrive through the listener. Boxed: rare, and it would
-            // enlarge every call's future from 712 to 824 bytes (`tests/future_sizes.rs`).
+            // enlarge every call's future from 456 to 872 bytes (`tests/future_sizes.rs`).
             let looking = Box::pin(outcomes.look_up(&self.inner.run, call_id));
             tokio::select! {
                 looked = looking => looked?,
@@ -478,7 +478,7 @@ impl RunHandle {
             return Ok(outcomes);
         }
         // Boxed: it happens once per handle, and would enlarge every call's future
-        // from 712 to 832 bytes (`tests/future_sizes.rs`).
+        // from 456 to 688 bytes (`tests/future_sizes.rs`).
         Box::pin(self.inner.outcomes.get_or_try_init(|| async {
             let outcomes = self.inner.engine.inner.outcomes.tenant(&self.inner.tenant);
             outcomes.listening().await?;

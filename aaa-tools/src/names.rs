@@ -34,7 +34,6 @@
 //! an outcome republished across the upgrade is not recognised as a repeat, and the
 //! caller keeps the first outcome it reads, as always.
 
-use crate::event::ShortText;
 use crate::ids::{CallId, RunId, TenantId};
 
 /// The separator: a character no id may hold.
@@ -92,10 +91,9 @@ impl CallName {
         [self.word(), SEP].concat()
     }
 
-    /// The name of `call` of `run` of `tenant` (inline for ids of common lengths: every
-    /// guarded call builds several).
-    pub(crate) fn of(self, tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
-        ShortText::concat(&[
+    /// The name of `call` of `run` of `tenant`.
+    pub(crate) fn of(self, tenant: &TenantId, run: &RunId, call: &CallId) -> String {
+        crate::ids::concat(&[
             self.word(),
             SEP,
             tenant.as_str(),
@@ -134,9 +132,9 @@ pub(crate) fn idempotency_key(tenant: &TenantId, run: &RunId, call: &CallId) -> 
 /// The subject of events of type `kind` in a run: `aaa.<tenant>.<run>.<kind without
 /// "aaa.">`. Outcome facts travel on subjects of their own call:
 /// [`event_subject`].
-pub(crate) fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> ShortText {
+pub(crate) fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
     let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-    ShortText::concat(&["aaa", SEP, tenant.as_str(), SEP, run.as_str(), SEP, suffix])
+    crate::ids::concat(&["aaa", SEP, tenant.as_str(), SEP, run.as_str(), SEP, suffix])
 }
 
 /// Whether events of type `kind` are a call's outcome (`aaa.tool.completed`,
@@ -163,11 +161,11 @@ pub(crate) fn event_subject(
     run: &RunId,
     kind: &str,
     call: Option<&CallId>,
-) -> ShortText {
+) -> String {
     match call {
         Some(call) if per_call(kind) => {
             let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-            ShortText::concat(&[
+            crate::ids::concat(&[
                 "aaa",
                 SEP,
                 tenant.as_str(),
@@ -204,7 +202,7 @@ pub(crate) fn outcome_subjects(tenant: &TenantId, run: &RunId, call: &CallId) ->
 }
 
 /// The subject of a cancel of `call`: `aaa.<tenant>.<run>.tool.cancelled.<call>`.
-pub(crate) fn cancel_subject(tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
+pub(crate) fn cancel_subject(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
     event_subject(tenant, run, crate::event::TOOL_CANCELLED, Some(call))
 }
 

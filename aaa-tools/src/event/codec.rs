@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Event, EventError, ShortText, fast_uuid};
+use super::{Event, EventError, fast_uuid};
 use crate::bus::{Encode, Payload};
 use crate::ids::{CallId, RunId, TenantId};
 
@@ -187,11 +187,11 @@ impl DraftId {
     }
 
     /// The id as text.
-    pub(crate) fn text(&self) -> ShortText {
+    pub(crate) fn text(&self) -> String {
         match self {
-            DraftId::Fresh(text) => {
-                ShortText::concat(&[std::str::from_utf8(text).expect("a hyphenated UUID is ASCII")])
-            }
+            DraftId::Fresh(text) => std::str::from_utf8(text)
+                .expect("a hyphenated UUID is ASCII")
+                .to_owned(),
             DraftId::Outcome { tenant, run, call } => {
                 crate::names::CallName::OutcomeId.of(tenant, run, call)
             }
@@ -230,7 +230,7 @@ impl<T: Serialize> Draft<T> {
     }
 
     /// The bus subject this event travels on.
-    pub(crate) fn bus_subject(&self) -> ShortText {
+    pub(crate) fn bus_subject(&self) -> String {
         crate::names::event_subject(
             &self.aaatenant,
             &self.aaarunid,

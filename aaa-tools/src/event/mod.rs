@@ -97,11 +97,9 @@ use serde_json::{Map, Value};
 use crate::ids::{CallId, RunId, TenantId};
 
 mod codec;
-mod short_text;
 
 pub(crate) use codec::{Draft, DraftId, Parsed};
 use codec::{new_event_id, now_rfc3339};
-pub(crate) use short_text::ShortText;
 
 /// `aaa.tool.requested`.
 pub const TOOL_REQUESTED: &str = "aaa.tool.requested";

@@ -143,8 +143,8 @@ impl Outcome {
 /// bus hands it to the run's watcher as it is, a server-backed bus writes it once (a
 /// retry sends the same bytes).
 struct Prepared {
-    subject: crate::event::ShortText,
-    id: crate::event::ShortText,
+    subject: String,
+    id: String,
     kind: Cow<'static, str>,
     payload: crate::bus::Payload,
 }
@@ -236,7 +236,7 @@ impl TooLargeFallback {
 
 /// The message id of a call's outcome fact: one per call, so a republished outcome
 /// within the de-duplication window is dropped.
-pub(super) fn outcome_id(call: &Call) -> crate::event::ShortText {
+pub(super) fn outcome_id(call: &Call) -> String {
     DraftId::outcome(&call.tenant, &call.run, &call.call_id).text()
 }
 

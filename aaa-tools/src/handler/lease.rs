@@ -10,11 +10,11 @@ use aaa_guard::{CallRecord, GuardConfig, GuardStore, LostLease, RecordKind, Revi
 use super::call::{self, Call, Disposition};
 use super::core::Core;
 use super::records::read;
-use crate::event::{AttemptFact, LEASE_LOST, STALE_RESULT, ShortText, StaleResult};
+use crate::event::{AttemptFact, LEASE_LOST, STALE_RESULT, StaleResult};
 use crate::ids::{CallId, RunId, TenantId};
 
-/// The key of a call's guard record (built on the stack: every guarded call needs it).
-pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> ShortText {
+/// The key of a call's guard record.
+pub(crate) fn guard_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
     crate::names::CallName::GuardKey.of(tenant, run, call)
 }
 

@@ -233,7 +233,7 @@ async fn admit_and_run(
             );
         }
         // Boxed: the approval path is rare and would enlarge every call's task, from
-        // 5,072 to 7,072 bytes (`lanes::tests::a_messages_handling_stays_small`).
+        // 3,928 to 5,888 bytes (`lanes::tests::a_messages_handling_stays_small`).
         let requested = Box::pin(approval::request_approval(
             core,
             &entry,
