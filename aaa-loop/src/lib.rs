@@ -198,6 +198,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod arguments;
 mod error;
 mod ids;
 mod model;
@@ -217,12 +218,11 @@ pub mod http;
 pub mod openai_chat;
 pub mod openai_responses;
 
+pub use arguments::{Arguments, ArgumentsOrProblem};
 pub use error::CodecError;
 pub use facts::loop_call_id;
 pub use ids::{ESCAPE_PREFIX, call_id_for, provider_id_for};
 pub use model::{Message, Model, ModelError, ModelFuture, ModelRequest, ToolResult};
 pub use scripted::ScriptedModel;
 pub use tool_loop::{Limits, LoopEnd, LoopError, LoopEvent, LoopResult, LoopStream, ToolLoop};
-pub use turn::{
-    Arguments, ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage,
-};
+pub use turn::{AssistantTurn, Provider, ProviderCall, StopReason, Usage};
