@@ -7,6 +7,30 @@ use std::time::{Duration, Instant};
 
 use crate::server::{find_binary, free_port, signal_pid};
 
+/// How many times [`NatsCluster::start`] starts a cluster whose node exited.
+const STARTS: u32 = 3;
+
+/// Why a node did not become healthy.
+enum Unhealthy {
+    /// Its process ended (the node named, with its exit status).
+    Exited(String, std::process::ExitStatus),
+    /// It still runs, but did not report healthy within 60 s.
+    TimedOut(String),
+}
+
+impl std::fmt::Display for Unhealthy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unhealthy::Exited(name, status) => {
+                write!(f, "node {name} exited ({status}) before it was healthy")
+            }
+            Unhealthy::TimedOut(name) => {
+                write!(f, "node {name} did not become healthy within 60 s")
+            }
+        }
+    }
+}
+
 /// One node of a [`NatsCluster`].
 struct Node {
     name: String,
@@ -27,6 +51,11 @@ impl NatsCluster {
     /// Starts three nodes (`n1`, `n2`, `n3`, cluster `aaa`), or returns `None` (saying
     /// why) when no `nats-server` binary is found; panics instead under
     /// `AAA_REQUIRE_NATS=1`.
+    ///
+    /// Its ports are free when chosen, but another process (a client of another test
+    /// connecting from an ephemeral port) may take one before the node binds it, and
+    /// the node then exits. A cluster with a node that exited before it was healthy is
+    /// stopped and started again on fresh ports, up to three times.
     pub fn start() -> Option<NatsCluster> {
         let Some(binary) = find_binary() else {
             let reason = "no nats-server binary (set AAA_NATS_SERVER or put nats-server on PATH)";
@@ -36,6 +65,26 @@ impl NatsCluster {
             crate::say_skipped(reason);
             return None;
         };
+        for start in 1..=STARTS {
+            let mut cluster = NatsCluster::configured(binary.clone());
+            for i in 0..3 {
+                cluster.launch(i);
+            }
+            match (0..3).try_for_each(|i| cluster.healthy(i)) {
+                Ok(()) => return Some(cluster),
+                Err(Unhealthy::Exited(name, status)) if start < STARTS => {
+                    eprintln!(
+                        "node {name} exited ({status}) before it was healthy; starting the cluster again on fresh ports"
+                    );
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+        unreachable!("the last start returns or panics")
+    }
+
+    /// Three nodes' configurations, on fresh ports, none of them running.
+    fn configured(binary: PathBuf) -> NatsCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
         let mut nodes = Vec::new();
@@ -64,18 +113,11 @@ impl NatsCluster {
                 child: None,
             });
         }
-        let mut cluster = NatsCluster {
+        NatsCluster {
             binary,
             nodes,
             _dir: dir,
-        };
-        for i in 0..3 {
-            cluster.launch(i);
         }
-        for i in 0..3 {
-            cluster.wait_healthy(i);
-        }
-        Some(cluster)
     }
 
     fn launch(&mut self, i: usize) {
@@ -91,17 +133,32 @@ impl NatsCluster {
     }
 
     /// Waits until node `i` reports itself (and its JetStream) healthy.
-    fn wait_healthy(&self, i: usize) {
+    fn wait_healthy(&mut self, i: usize) {
+        if let Err(why) = self.healthy(i) {
+            panic!("{why}");
+        }
+    }
+
+    /// Waits until node `i` reports itself (and its JetStream) healthy, or says why
+    /// it did not: its process ended, or 60 s passed.
+    fn healthy(&mut self, i: usize) -> Result<(), Unhealthy> {
         let deadline = Instant::now() + Duration::from_secs(60);
-        let monitor = self.nodes[i].monitor;
-        while !crate::server::monitor_ok(monitor, "/healthz") {
-            assert!(
-                Instant::now() < deadline,
-                "node {} did not become healthy within 60 s",
-                self.nodes[i].name
-            );
+        let node = &mut self.nodes[i];
+        while !crate::server::monitor_ok(node.monitor, "/healthz") {
+            if let Some(status) = node
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                node.child = None;
+                return Err(Unhealthy::Exited(node.name.clone(), status));
+            }
+            if Instant::now() >= deadline {
+                return Err(Unhealthy::TimedOut(node.name.clone()));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
+        Ok(())
     }
 
     /// The client URL of node `i`.
