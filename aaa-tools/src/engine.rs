@@ -615,9 +615,7 @@ impl RunHandle {
             .inner
             .engine
             .event(TOOL_CANCELLED, tenant, run, Some(call_id), data);
-        event.id = crate::names::CallName::CancelId
-            .of(tenant, run, call_id)
-            .to_string();
+        event.id = crate::names::CallName::CancelId.of(tenant, run, call_id);
         self.inner.engine.publish(&event).await?;
         Ok(())
     }

@@ -31,16 +31,6 @@ impl IdError {
     }
 }
 
-/// `parts` joined into one string of exactly their length: ids, keys and subjects are
-/// built on every call, and `format!` costs several times more.
-pub(crate) fn concat(parts: &[&str]) -> String {
-    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for part in parts {
-        out.push_str(part);
-    }
-    out
-}
-
 /// Whether a byte may appear in an id: `[A-Za-z0-9_-]`.
 const ID_BYTE: [bool; 256] = {
     let mut table = [false; 256];

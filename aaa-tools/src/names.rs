@@ -93,7 +93,7 @@ impl CallName {
 
     /// The name of `call` of `run` of `tenant`.
     pub(crate) fn of(self, tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-        crate::ids::concat(&[
+        [
             self.word(),
             SEP,
             tenant.as_str(),
@@ -101,7 +101,8 @@ impl CallName {
             run.as_str(),
             SEP,
             call.as_str(),
-        ])
+        ]
+        .concat()
     }
 
     /// The tenant, run and call of a name of this kind; `None` for any other text.
@@ -134,7 +135,7 @@ pub(crate) fn idempotency_key(tenant: &TenantId, run: &RunId, call: &CallId) -> 
 /// [`event_subject`].
 pub(crate) fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
     let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-    crate::ids::concat(&["aaa", SEP, tenant.as_str(), SEP, run.as_str(), SEP, suffix])
+    ["aaa", SEP, tenant.as_str(), SEP, run.as_str(), SEP, suffix].concat()
 }
 
 /// Whether events of type `kind` are a call's outcome (`aaa.tool.completed`,
@@ -165,7 +166,7 @@ pub(crate) fn event_subject(
     match call {
         Some(call) if per_call(kind) => {
             let suffix = kind.strip_prefix("aaa.").unwrap_or(kind);
-            crate::ids::concat(&[
+            [
                 "aaa",
                 SEP,
                 tenant.as_str(),
@@ -175,7 +176,8 @@ pub(crate) fn event_subject(
                 suffix,
                 SEP,
                 call.as_str(),
-            ])
+            ]
+            .concat()
         }
         _ => subject(tenant, run, kind),
     }
@@ -198,7 +200,7 @@ pub(crate) fn outcome_filter(tenant: &TenantId, run: &RunId, call: &CallId) -> S
 /// call's outcome up when its [`outcome_filter`] finds the call's cancel first.
 pub(crate) fn outcome_subjects(tenant: &TenantId, run: &RunId, call: &CallId) -> [String; 2] {
     [crate::event::TOOL_COMPLETED, crate::event::TOOL_FAILED]
-        .map(|kind| event_subject(tenant, run, kind, Some(call)).to_string())
+        .map(|kind| event_subject(tenant, run, kind, Some(call)))
 }
 
 /// The subject of a cancel of `call`: `aaa.<tenant>.<run>.tool.cancelled.<call>`.
@@ -346,12 +348,12 @@ mod tests {
     fn names((t, r, c): &Tuple) -> Vec<(String, String)> {
         let mut out: Vec<(String, String)> = CallName::ALL
             .iter()
-            .map(|kind| (format!("{kind:?}"), kind.of(t, r, c).to_string()))
+            .map(|kind| (format!("{kind:?}"), kind.of(t, r, c)))
             .collect();
         out.push(("budget".into(), budget_key(t, r)));
         out.push(("idempotency".into(), idempotency_key(t, r, c)));
         for kind in crate::event::ALL_TYPES {
-            out.push((kind.to_string(), subject(t, r, kind).to_string()));
+            out.push((kind.to_string(), subject(t, r, kind)));
         }
         out.push(("filter".into(), run_filter(t, r)));
         out

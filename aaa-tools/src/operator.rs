@@ -167,9 +167,7 @@ impl Operator {
             Some(&call.call_id),
             data,
         );
-        event.id = CallName::ResolvedId
-            .of(&call.tenant, &call.run, &call.call_id)
-            .to_string();
+        event.id = CallName::ResolvedId.of(&call.tenant, &call.run, &call.call_id);
         self.engine.publish(&event).await?;
         Ok(())
     }

@@ -268,7 +268,7 @@ impl<T: Serialize + Send + Sync + 'static> Encode for Draft<T> {
 
 /// A fresh event id: a random UUID, hyphenated.
 pub(super) fn new_event_id() -> String {
-    DraftId::fresh().text().to_string()
+    DraftId::fresh().text()
 }
 
 /// The current time in RFC 3339 with microseconds, UTC (`2026-12-03T10:20:30.123456Z`).

@@ -215,7 +215,6 @@ impl Event {
     pub fn bus_subject(&self) -> String {
         let call = self.subject.as_deref().and_then(|c| CallId::new(c).ok());
         crate::names::event_subject(&self.aaatenant, &self.aaarunid, &self.kind, call.as_ref())
-            .to_string()
     }
 
     /// The JSON bytes of the event.
@@ -275,7 +274,7 @@ pub(crate) fn fast_uuid() -> uuid::Uuid {
 
 /// The subject for events of `kind` in a run.
 pub fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
-    crate::names::subject(tenant, run, kind).to_string()
+    crate::names::subject(tenant, run, kind)
 }
 
 /// The filter matching every event of a run.

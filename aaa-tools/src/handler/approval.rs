@@ -174,9 +174,7 @@ pub(super) async fn request_approval(
         Some(&call.call_id),
         serde_json::to_value(&data).unwrap_or(Value::Null),
     );
-    event.id = CallName::ApprovalRequestedId
-        .of(&call.tenant, &call.run, &call.call_id)
-        .to_string();
+    event.id = CallName::ApprovalRequestedId.of(&call.tenant, &call.run, &call.call_id);
     let (subject, id) = (event.bus_subject(), event.id.clone());
     let payload = Payload::from(event.to_bytes());
     let published = retry

@@ -119,7 +119,7 @@ pub(super) async fn logged_outcome(
         data: Box<RawValue>,
     }
     let subjects = [TOOL_COMPLETED, TOOL_FAILED]
-        .map(|kind| event_subject(&call.tenant, &call.run, kind, Some(&call.call_id)).to_string());
+        .map(|kind| event_subject(&call.tenant, &call.run, kind, Some(&call.call_id)));
     let Some(payload) = fence
         .find_outcome(key, &subjects, &call::outcome_id(call))
         .await?

@@ -56,13 +56,13 @@ pub(crate) struct ApprovalRecord {
 }
 
 pub(crate) fn approval_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    CallName::ApprovalKey.of(tenant, run, call).to_string()
+    CallName::ApprovalKey.of(tenant, run, call)
 }
 
 /// The key that marks a pending approval for the timeout sweep (its value: the
 /// deadline in ms). The sweep lists only these, not every approval ever recorded.
 pub(crate) fn approval_due_key(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    CallName::ApprovalDueKey.of(tenant, run, call).to_string()
+    CallName::ApprovalDueKey.of(tenant, run, call)
 }
 
 /// Whether call `call` of the run can still be decided: pending, or not asked for yet
