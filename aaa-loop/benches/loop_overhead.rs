@@ -289,15 +289,14 @@ fn summary(rt: &Runtime, subject: &std::sync::Arc<Subject>, placement: &str) {
     let span = f64::from(LONG - SHORT);
     // Each round's own ratio, its four timings taken within a second of each other:
     // a slow phase of the machine slows both paths of a round alike and cancels here.
-    let paired: Vec<f64> = (0..ROUNDS)
+    let mut paired: Vec<f64> = (0..ROUNDS)
         .map(|round| {
             let slope = |short: usize, long: usize| times[long][round] - times[short][round];
             slope(1, 3) / slope(0, 2)
         })
         .collect();
-    let (paired_low, paired_high) = paired.iter().fold((f64::MAX, f64::MIN), |(low, high), &r| {
-        (low.min(r), high.max(r))
-    });
+    paired.sort_by(f64::total_cmp);
+    let (paired_low, paired_high) = (paired[0], paired[ROUNDS - 1]);
     let paired = median(paired);
     let [direct_short, loop_short, direct_long, loop_long] = times.map(median);
     let direct_per_call = (direct_long - direct_short) / span;
