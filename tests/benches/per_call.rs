@@ -17,7 +17,9 @@
 //! `N` workers instead, the caller in `block_on` as in `dispatch`'s columns for a caller
 //! outside the runtime: the difference to one thread is what thread wake-ups cost.
 //! `--keep N` bounds the bus's log to `N` messages and the store's finished records to
-//! `N` (100 000 each by default): what a long-running engine's history costs it. Without
+//! `N` (100 000 each by default): what a long-running engine's history costs it.
+//! `--keep-log N` and `--keep-store N` bound one of them (the other keeps its default,
+//! or `--keep`'s), to tell which history costs what. Without
 //! `--bench` (as under `cargo test --benches`) it runs a few calls and checks their sums.
 
 use std::time::Instant;
@@ -42,9 +44,15 @@ struct Settings {
     /// workers, the caller in `block_on` (as `dispatch` measures a caller outside the
     /// runtime).
     threads: Option<usize>,
-    /// `Some(n)`: the bus keeps `n` messages and the store `n` finished records (the
-    /// defaults otherwise), to see what the size of the history costs.
-    keep: Option<usize>,
+    /// How much history the engine keeps; `None`: the defaults.
+    keep: Option<Keep>,
+}
+
+/// The history an engine keeps: the bus's messages and the store's finished records.
+#[derive(Clone, Copy)]
+struct Keep {
+    log: usize,
+    store: usize,
 }
 
 fn settings(args: &[String]) -> Settings {
@@ -59,7 +67,16 @@ fn settings(args: &[String]) -> Settings {
         in_flight: value("--in-flight").map_or(64, |v| v.parse().expect("--in-flight N")),
         guard: value("--guard").map(|v| v == "on"),
         threads: value("--threads").map(|v| v.parse().expect("--threads N")),
-        keep: value("--keep").map(|v| v.parse().expect("--keep N")),
+        keep: {
+            let both = value("--keep").map(|v| v.parse().expect("--keep N"));
+            let log = value("--keep-log").map(|v| v.parse().expect("--keep-log N"));
+            let store = value("--keep-store").map(|v| v.parse().expect("--keep-store N"));
+            let default = both.unwrap_or(100_000);
+            (both.is_some() || log.is_some() || store.is_some()).then(|| Keep {
+                log: log.unwrap_or(default),
+                store: store.unwrap_or(default),
+            })
+        },
     }
 }
 
@@ -69,7 +86,7 @@ fn run(
     in_flight: usize,
     guard: bool,
     threads: Option<usize>,
-    keep: Option<usize>,
+    keep: Option<Keep>,
 ) -> f64 {
     let rt = match threads {
         None => tokio::runtime::Builder::new_current_thread(),
@@ -85,9 +102,9 @@ fn run(
     rt.block_on(async {
         let engine = match keep {
             None => Engine::embedded(),
-            Some(n) => Engine::new(
-                MemoryBus::with_retention(Retention::default().with_max_messages(n)),
-                MemoryStore::new().with_retired_limit(n),
+            Some(keep) => Engine::new(
+                MemoryBus::with_retention(Retention::default().with_max_messages(keep.log)),
+                MemoryStore::new().with_retired_limit(keep.store),
             ),
         };
         let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
@@ -125,7 +142,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
         run(128, 16, true, None, None);
-        run(128, 16, false, Some(2), Some(64));
+        run(128, 16, false, Some(2), Some(Keep { log: 64, store: 64 }));
         return;
     }
     let settings = settings(&args);
