@@ -191,23 +191,18 @@ impl CallRecord {
         let mut out = Vec::with_capacity(160 + self.name.len() + self.holder.len() + outcome_len);
         out.extend_from_slice(b"{\"state\":\"");
         out.extend_from_slice(self.state.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"name\":");
-        write_value(&mut out, &self.name);
-        out.extend_from_slice(b",\"attempt\":");
-        write_value(&mut out, &self.attempt);
-        out.extend_from_slice(b",\"holder\":");
-        write_value(&mut out, &self.holder);
-        out.extend_from_slice(b",\"beats\":");
-        write_value(&mut out, &self.beats);
+        out.push(b'"');
+        write_field(&mut out, b",\"name\":", &self.name);
+        write_field(&mut out, b",\"attempt\":", &self.attempt);
+        write_field(&mut out, b",\"holder\":", &self.holder);
+        write_field(&mut out, b",\"beats\":", &self.beats);
         out.extend_from_slice(b",\"delivery\":\"");
         out.extend_from_slice(self.delivery.as_str().as_bytes());
-        out.extend_from_slice(b"\",\"max_attempts\":");
-        write_value(&mut out, &self.max_attempts);
-        out.extend_from_slice(b",\"claim\":");
-        write_value(&mut out, &self.claim);
+        out.push(b'"');
+        write_field(&mut out, b",\"max_attempts\":", &self.max_attempts);
+        write_field(&mut out, b",\"claim\":", &self.claim);
         if let Some(outcome) = &self.outcome {
-            out.extend_from_slice(b",\"outcome\":{\"kind\":");
-            write_value(&mut out, &outcome.kind);
+            write_field(&mut out, b",\"outcome\":{\"kind\":", &outcome.kind);
             out.extend_from_slice(b",\"data\":");
             out.extend_from_slice(outcome.data.get().as_bytes());
             out.push(b'}');
@@ -335,9 +330,10 @@ impl CallRecord {
     }
 }
 
-/// Writes one JSON value (a string, a number) as serde_json does: the record's values
-/// are few and short, its keys are written as constants.
-fn write_value(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
+/// Writes `key` (the JSON text before the value, written as a constant) and one value
+/// (a string, a number) as serde_json writes it: the record's values are few and short.
+fn write_field(out: &mut Vec<u8>, key: &[u8], value: &(impl Serialize + ?Sized)) {
+    out.extend_from_slice(key);
     // Strings and integers always serialize.
     if serde_json::to_writer(&mut *out, value).is_err() {
         out.extend_from_slice(b"null");
