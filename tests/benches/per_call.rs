@@ -71,10 +71,9 @@ fn settings(args: &[String]) -> Settings {
             let both = value("--keep").map(|v| v.parse().expect("--keep N"));
             let log = value("--keep-log").map(|v| v.parse().expect("--keep-log N"));
             let store = value("--keep-store").map(|v| v.parse().expect("--keep-store N"));
-            let default = both.unwrap_or(100_000);
             (both.is_some() || log.is_some() || store.is_some()).then(|| Keep {
-                log: log.unwrap_or(default),
-                store: store.unwrap_or(default),
+                log: log.or(both).unwrap_or(Retention::default().max_messages()),
+                store: store.or(both).unwrap_or(MemoryStore::new().retired_limit()),
             })
         },
     }
