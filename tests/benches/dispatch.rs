@@ -439,10 +439,20 @@ impl Subject {
 
 /// What each engine keeps of its past: the bus's messages and the store's settled
 /// calls.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 struct History {
     messages: usize,
     settled_calls: usize,
+}
+
+impl History {
+    /// What the library keeps unless told otherwise.
+    fn defaults() -> History {
+        History {
+            messages: Retention::default().max_messages(),
+            settled_calls: MemoryStore::new().retired_limit(),
+        }
+    }
 }
 
 /// The history every engine of this run keeps: the library's defaults, unless the
@@ -460,10 +470,10 @@ fn history() -> History {
                     .unwrap_or_else(|_| panic!("{name} is a number, not {value:?}")),
             )
         };
+        let defaults = History::defaults();
         History {
-            messages: bound("DISPATCH_KEEP_LOG").unwrap_or(Retention::default().max_messages()),
-            settled_calls: bound("DISPATCH_KEEP_STORE")
-                .unwrap_or(MemoryStore::new().retired_limit()),
+            messages: bound("DISPATCH_KEEP_LOG").unwrap_or(defaults.messages),
+            settled_calls: bound("DISPATCH_KEEP_STORE").unwrap_or(defaults.settled_calls),
         }
     })
 }
@@ -743,13 +753,11 @@ fn summary(rt: &Runtime) {
         AGE_CALLS / 1000
     );
     let history = history();
-    let defaults = history.messages == Retention::default().max_messages()
-        && history.settled_calls == MemoryStore::new().retired_limit();
     println!(
         "engines keep {} messages and {} settled calls ({})",
         history.messages,
         history.settled_calls,
-        if defaults {
+        if history == History::defaults() {
             "the defaults"
         } else {
             "DISPATCH_KEEP_LOG / DISPATCH_KEEP_STORE"
