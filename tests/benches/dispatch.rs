@@ -78,12 +78,13 @@
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::{Arc, OnceLock};
+
+use aaa_tests::History;
 use std::time::{Duration, Instant};
 
-use aaa_tools::bus::{MemoryBus, Retention};
+use aaa_tools::bus::MemoryBus;
 use aaa_tools::{
-    Engine, HandlerHandle, MemoryStore, RunHandle, Tool, ToolContext, ToolHandler, ToolRegistry,
-    tools,
+    Engine, HandlerHandle, RunHandle, Tool, ToolContext, ToolHandler, ToolRegistry, tools,
 };
 use criterion::{Criterion, Throughput};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -368,10 +369,8 @@ impl Subject {
             Kind::RmcpDuplex => Subject::RmcpDuplex(Box::new(RmcpPair::connect().await)),
             Kind::Engine | Kind::EngineUnguarded => {
                 let history = history();
-                let retention = Retention::default().with_max_messages(history.messages);
-                let bus = MemoryBus::with_retention(retention);
-                let store = MemoryStore::new().with_retired_limit(history.settled_calls);
-                let engine = Engine::new(bus.clone(), store);
+                let bus = history.bus();
+                let engine = Engine::new(bus.clone(), history.store());
                 let guard = aaa_tools::GuardConfig::default().with_enabled(kind == Kind::Engine);
                 let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
                     .pool("default", IN_FLIGHT)
@@ -433,24 +432,6 @@ impl Subject {
                 drop(run);
                 worker.shutdown(Duration::from_secs(5)).await;
             }
-        }
-    }
-}
-
-/// What each engine keeps of its past: the bus's messages and the store's settled
-/// calls.
-#[derive(Clone, Copy, PartialEq)]
-struct History {
-    messages: usize,
-    settled_calls: usize,
-}
-
-impl History {
-    /// What the library keeps unless told otherwise.
-    fn defaults() -> History {
-        History {
-            messages: Retention::default().max_messages(),
-            settled_calls: MemoryStore::new().retired_limit(),
         }
     }
 }

@@ -24,8 +24,8 @@
 
 use std::time::Instant;
 
-use aaa_tools::bus::{MemoryBus, Retention};
-use aaa_tools::{Engine, GuardConfig, MemoryStore, ToolHandler, ToolRegistry, tools};
+use aaa_tests::History;
+use aaa_tools::{Engine, GuardConfig, ToolHandler, ToolRegistry, tools};
 use serde_json::json;
 
 /// Add two integers.
@@ -44,15 +44,8 @@ struct Settings {
     /// workers, the caller in `block_on` (as `dispatch` measures a caller outside the
     /// runtime).
     threads: Option<usize>,
-    /// How much history the engine keeps; `None`: the defaults.
-    keep: Option<Keep>,
-}
-
-/// The history an engine keeps: the bus's messages and the store's finished records.
-#[derive(Clone, Copy)]
-struct Keep {
-    log: usize,
-    store: usize,
+    /// How much history the engine keeps.
+    keep: History,
 }
 
 fn settings(args: &[String]) -> Settings {
@@ -71,22 +64,17 @@ fn settings(args: &[String]) -> Settings {
             let both = value("--keep").map(|v| v.parse().expect("--keep N"));
             let log = value("--keep-log").map(|v| v.parse().expect("--keep-log N"));
             let store = value("--keep-store").map(|v| v.parse().expect("--keep-store N"));
-            (both.is_some() || log.is_some() || store.is_some()).then(|| Keep {
-                log: log.or(both).unwrap_or(Retention::default().max_messages()),
-                store: store.or(both).unwrap_or(MemoryStore::new().retired_limit()),
-            })
+            let defaults = History::defaults();
+            History {
+                messages: log.or(both).unwrap_or(defaults.messages),
+                settled_calls: store.or(both).unwrap_or(defaults.settled_calls),
+            }
         },
     }
 }
 
 /// Runs `calls` calls, `in_flight` at a time, and returns calls per second.
-fn run(
-    calls: usize,
-    in_flight: usize,
-    guard: bool,
-    threads: Option<usize>,
-    keep: Option<Keep>,
-) -> f64 {
+fn run(calls: usize, in_flight: usize, guard: bool, threads: Option<usize>, keep: History) -> f64 {
     let rt = match threads {
         None => tokio::runtime::Builder::new_current_thread(),
         Some(n) => {
@@ -99,13 +87,7 @@ fn run(
     .build()
     .expect("tokio runtime");
     rt.block_on(async {
-        let engine = match keep {
-            None => Engine::embedded(),
-            Some(keep) => Engine::new(
-                MemoryBus::with_retention(Retention::default().with_max_messages(keep.log)),
-                MemoryStore::new().with_retired_limit(keep.store),
-            ),
-        };
+        let engine = Engine::new(keep.bus(), keep.store());
         let worker = ToolHandler::new(ToolRegistry::new(tools![add]).expect("registry"))
             .pool("default", in_flight)
             .guard(GuardConfig::default().with_enabled(guard))
@@ -140,8 +122,12 @@ fn run(
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if !args.iter().any(|a| a == "--bench") {
-        run(128, 16, true, None, None);
-        run(128, 16, false, Some(2), Some(Keep { log: 64, store: 64 }));
+        run(128, 16, true, None, History::defaults());
+        let short = History {
+            messages: 64,
+            settled_calls: 64,
+        };
+        run(128, 16, false, Some(2), short);
         return;
     }
     let settings = settings(&args);

@@ -1,16 +1,18 @@
 //! Shared parts of the integration tests (they live in `tests/`): a real `nats-server`
 //! per test ([`NatsServer`]) and worker processes ([`WorkerProcess`]) for the fault
-//! tests of the JetStream bus and KV store, and the backends' conformance suite
-//! ([`contract`]).
+//! tests of the JetStream bus and KV store, the backends' conformance suite
+//! ([`contract`]), and the [`History`] an embedded engine keeps, for the benches.
 
 mod cluster;
 pub mod contract;
+mod history;
 mod raw;
 mod server;
 mod wire;
 mod worker;
 
 pub use cluster::NatsCluster;
+pub use history::History;
 pub use raw::RawJetStream;
 pub use server::{NatsServer, WITHOUT_JETSTREAM};
 pub use wire::{WireBus, bus_under_test, embedded, over_the_wire};
