@@ -12,11 +12,13 @@
 //! and the conversation). The summary separates the two: measuring each path at
 //! N = [`SHORT`] and N = [`LONG`], the per-turn cost is the slope between them, and
 //! the ratio of the slopes is what the loop adds per turn (target: at most 1.10).
-//! Rounds alternate between the paths so both see the same engine state; the figures
-//! are medians over rounds. The summary runs twice: on a runtime of two worker
-//! threads, then on a current-thread runtime, where no call pays a thread wake-up
-//! (whose cost on a virtual machine moves with the machine's load). The bench only
-//! measures and prints; it never asserts a time.
+//! Each round runs the four (path, length) pairs one run at a time, in turn, for
+//! [`ROUND_SPAN`], and times each run alone: the paths see the same engine state, and
+//! a slow phase of the machine (they last milliseconds or more) falls on all four
+//! alike. The figures are medians over rounds. The summary runs twice: on a runtime
+//! of two worker threads, then on a current-thread runtime, where no call pays a
+//! thread wake-up (whose cost on a virtual machine moves with the machine's load).
+//! The bench only measures and prints; it never asserts a time.
 //!
 //! ```text
 //! cargo bench -p aaa-loop --bench loop_overhead               # criterion, then the summary
@@ -92,6 +94,30 @@
 //! cancels. Here it spread as widely as the plain ratio: seven summaries after,
 //! medians 1.30 (two threads) and 1.17 (current-thread); the noise is within rounds.
 //!
+//! So the rounds now interleave single runs, where each path had a span of its own
+//! (300 ms) and a slow phase could fall on one path only. Same code, same idle
+//! machine: a round's own ratio, which had spread from 0.72 to 2.47 within one
+//! summary, spreads from about 1.06 to 1.31, and the medians of eight summaries in
+//! a row sit between 1.15 and 1.19 on both runtimes (plain per-turn ratio 1.09 to
+//! 1.19). That is the loop's real cost on this machine, above the target. Taken
+//! apart with the same summary, one change at a time, each tried and undone:
+//!
+//! - without the turn's fact (not durable: measurement only) the paired medians fell
+//!   to 1.04 to 1.11. Recording a turn costs about what any message on the embedded
+//!   bus costs (3 100 instructions a turn by cachegrind, `--count` as above: append,
+//!   de-duplicate, trim, allocate), and a call already makes three;
+//! - the turn's fact without its id (no de-duplication): 1.13 to 1.17, within noise;
+//! - the fact holding the turn number only, not the turn: no faster (1.20 to 1.23);
+//! - both histories bounded to 1 000 (messages, settled calls): every call faster
+//!   (a direct call 10 µs against 14 µs), the ratio the same (1.14 to 1.19);
+//! - the many-call path of a turn boxed, out of the loop's future: unchanged.
+//!
+//! Without the fact, a turn and a direct call count the same instructions (48 900
+//! against 49 000), and the turn still takes 4 to 11 % longer: 180 more first-level
+//! instruction misses (137 in the loop's own future, whose code for one turn spans
+//! some 9 KB) and 210 more data misses. What is left to win is the cost of a message
+//! on the bus, which every call pays three times over, and the loop's code size.
+//!
 //! Without `--bench` (as under `cargo test --benches`) it runs each path once and
 //! checks the answers.
 
@@ -113,8 +139,8 @@ const SHORT: u32 = 5;
 const LONG: u32 = 25;
 /// Rounds of the summary.
 const ROUNDS: usize = 9;
-/// How long each path is measured in each round.
-const ROUND_SPAN: Duration = Duration::from_millis(300);
+/// How long each round of the summary runs the four paths, one run of each in turn.
+const ROUND_SPAN: Duration = Duration::from_millis(1200);
 
 /// Add two integers.
 ///
@@ -205,39 +231,39 @@ enum Path {
     Loop(u32),
 }
 
-/// Runs `path` `rounds` times (or for `span` when given, counting rounds) as a task;
-/// the time it took and the rounds.
-fn timed(
-    rt: &Runtime,
-    subject: &std::sync::Arc<Subject>,
-    path: Path,
-    rounds: u64,
-    span: Option<Duration>,
-) -> (Duration, u64) {
-    let subject = subject.clone();
-    as_task(rt, async move {
-        let agent = match path {
+impl Path {
+    /// The loop a run of this path drives, made once for all its runs.
+    fn agent(self) -> Option<ToolLoop> {
+        match self {
             Path::Loop(turns) => Some(agent(turns)),
             Path::Direct(_) => None,
-        };
-        let one = || async {
-            match (path, &agent) {
-                (Path::Direct(calls), _) => {
-                    black_box(subject.direct(calls).await);
-                }
-                (Path::Loop(_), Some(agent)) => {
-                    black_box(subject.looped(agent).await);
-                }
-                (Path::Loop(_), None) => unreachable!(),
-            }
-        };
-        let start = Instant::now();
-        let mut done = 0;
-        while done < rounds || span.is_some_and(|span| start.elapsed() < span) {
-            one().await;
-            done += 1;
         }
-        (start.elapsed(), done)
+    }
+
+    /// One run of this path; `agent` is [`Path::agent`]'s.
+    async fn run(self, subject: &Subject, agent: Option<&ToolLoop>) {
+        match (self, agent) {
+            (Path::Direct(calls), _) => {
+                black_box(subject.direct(calls).await);
+            }
+            (Path::Loop(_), Some(agent)) => {
+                black_box(subject.looped(agent).await);
+            }
+            (Path::Loop(_), None) => unreachable!("a loop path has its agent"),
+        }
+    }
+}
+
+/// Runs `path` `rounds` times as a task; the time it took.
+fn timed(rt: &Runtime, subject: &std::sync::Arc<Subject>, path: Path, rounds: u64) -> Duration {
+    let subject = subject.clone();
+    as_task(rt, async move {
+        let agent = path.agent();
+        let start = Instant::now();
+        for _ in 0..rounds {
+            path.run(&subject, agent.as_ref()).await;
+        }
+        start.elapsed()
     })
 }
 
@@ -249,7 +275,7 @@ fn criterion_groups(c: &mut Criterion, rt: &Runtime, subject: &std::sync::Arc<Su
         .measurement_time(Duration::from_secs(2));
     for (name, path) in [("direct", Path::Direct(LONG)), ("loop", Path::Loop(LONG))] {
         group.bench_function(name, |b| {
-            b.iter_custom(|rounds| timed(rt, subject, path, rounds, None).0)
+            b.iter_custom(|rounds| timed(rt, subject, path, rounds))
         });
     }
     group.finish();
@@ -260,10 +286,32 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// Per-run time of `path` in microseconds, measured for [`ROUND_SPAN`].
-fn per_run(rt: &Runtime, subject: &std::sync::Arc<Subject>, path: Path) -> f64 {
-    let (took, rounds) = timed(rt, subject, path, 1, Some(ROUND_SPAN));
-    took.as_secs_f64() * 1e6 / rounds as f64
+/// One round: a run of each path in turn, over and over for [`ROUND_SPAN`], each run
+/// timed alone; each path's mean time per run, in microseconds, in the order of
+/// `paths`.
+fn round(rt: &Runtime, subject: &std::sync::Arc<Subject>, paths: [Path; 4]) -> [f64; 4] {
+    let subject = subject.clone();
+    as_task(rt, async move {
+        let agents = paths.map(Path::agent);
+        let mut took = [Duration::ZERO; 4];
+        let mut runs = 0u32;
+        let start = Instant::now();
+        while start.elapsed() < ROUND_SPAN {
+            // Alternate the order, so no path always runs right after another.
+            for at in 0..paths.len() {
+                let at = if runs.is_multiple_of(2) {
+                    at
+                } else {
+                    paths.len() - 1 - at
+                };
+                let began = Instant::now();
+                paths[at].run(&subject, agents[at].as_ref()).await;
+                took[at] += began.elapsed();
+            }
+            runs += 1;
+        }
+        took.map(|took| took.as_secs_f64() * 1e6 / f64::from(runs))
+    })
 }
 
 /// The summary on `rt`, which `placement` names.
@@ -275,20 +323,13 @@ fn summary(rt: &Runtime, subject: &std::sync::Arc<Subject>, placement: &str) {
         Path::Loop(LONG),
     ];
     let mut times: [Vec<f64>; 4] = Default::default();
-    for round in 0..ROUNDS {
-        // Alternate the order, so neither path always runs right after the other.
-        for at in 0..paths.len() {
-            let at = if round % 2 == 0 {
-                at
-            } else {
-                paths.len() - 1 - at
-            };
-            times[at].push(per_run(rt, subject, paths[at]));
+    for _ in 0..ROUNDS {
+        for (at, per_run) in round(rt, subject, paths).into_iter().enumerate() {
+            times[at].push(per_run);
         }
     }
     let span = f64::from(LONG - SHORT);
-    // Each round's own ratio, its four timings taken within a second of each other:
-    // a slow phase of the machine slows both paths of a round alike and cancels here.
+    // Each round's own ratio.
     let mut paired: Vec<f64> = (0..ROUNDS)
         .map(|round| {
             let slope = |short: usize, long: usize| times[long][round] - times[short][round];
