@@ -78,10 +78,9 @@
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::{Arc, OnceLock};
-
-use aaa_tests::History;
 use std::time::{Duration, Instant};
 
+use aaa_tests::History;
 use aaa_tools::bus::MemoryBus;
 use aaa_tools::{
     Engine, HandlerHandle, RunHandle, Tool, ToolContext, ToolHandler, ToolRegistry, tools,
@@ -451,11 +450,7 @@ fn history() -> History {
                     .unwrap_or_else(|_| panic!("{name} is a number, not {value:?}")),
             )
         };
-        let defaults = History::defaults();
-        History {
-            messages: bound("DISPATCH_KEEP_LOG").unwrap_or(defaults.messages),
-            settled_calls: bound("DISPATCH_KEEP_STORE").unwrap_or(defaults.settled_calls),
-        }
+        History::bounded(bound("DISPATCH_KEEP_LOG"), bound("DISPATCH_KEEP_STORE"))
     })
 }
 

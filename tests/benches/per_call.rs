@@ -64,11 +64,7 @@ fn settings(args: &[String]) -> Settings {
             let both = value("--keep").map(|v| v.parse().expect("--keep N"));
             let log = value("--keep-log").map(|v| v.parse().expect("--keep-log N"));
             let store = value("--keep-store").map(|v| v.parse().expect("--keep-store N"));
-            let defaults = History::defaults();
-            History {
-                messages: log.or(both).unwrap_or(defaults.messages),
-                settled_calls: store.or(both).unwrap_or(defaults.settled_calls),
-            }
+            History::bounded(log.or(both), store.or(both))
         },
     }
 }

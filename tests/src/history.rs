@@ -25,6 +25,16 @@ impl History {
         }
     }
 
+    /// The defaults, except what is given: `messages` for the log, `settled_calls`
+    /// for the store.
+    pub fn bounded(messages: Option<usize>, settled_calls: Option<usize>) -> History {
+        let defaults = History::defaults();
+        History {
+            messages: messages.unwrap_or(defaults.messages),
+            settled_calls: settled_calls.unwrap_or(defaults.settled_calls),
+        }
+    }
+
     /// A bus that keeps `messages`.
     pub fn bus(&self) -> MemoryBus {
         MemoryBus::with_retention(Retention::default().with_max_messages(self.messages))
