@@ -1,9 +1,16 @@
-//! [`NatsServer`]: a real `nats-server` with JetStream on a free port and a temporary
-//! store directory, for one test.
+//! [`NatsServer`]: a real `nats-server` with JetStream on ports of its own and a
+//! temporary store directory, for one test.
+//!
+//! The server binds ports the system gives it (`-1`) and says which in a ports file
+//! (`--ports_file_dir`). Picking a free port first and handing it to the server left a
+//! gap: under load, with many tests starting servers at once, another process took the
+//! port before the server bound it, and the server exited (13 servers at once beside
+//! two busy loops on 2 cores: 2 runs of 12 failed so, "did not become healthy" or
+//! "connection refused"). A restarted server binds the ports it had.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -14,7 +21,9 @@ pub const WITHOUT_JETSTREAM: &str = "# without JetStream";
 /// A running `nats-server`, killed when dropped.
 pub struct NatsServer {
     binary: PathBuf,
+    /// The client port; 0 until the first launch reads it from the ports file.
     port: u16,
+    /// The monitoring port; 0 until the first launch reads it from the ports file.
     monitor: u16,
     dir: tempfile::TempDir,
     /// Configuration beyond the defaults (accounts, users, limits), in the server's
@@ -74,8 +83,8 @@ impl NatsServer {
     fn unstarted(binary: PathBuf) -> NatsServer {
         NatsServer {
             binary,
-            port: free_port(),
-            monitor: free_port(),
+            port: 0,
+            monitor: 0,
             dir: tempfile::tempdir().expect("a temporary directory"),
             config: String::new(),
             child: None,
@@ -102,25 +111,31 @@ impl NatsServer {
     }
 
     fn launch(&mut self) {
+        // Fixed once known: a restarted server comes back where its clients look.
+        let port = port_arg(self.port);
+        let monitor = port_arg(self.monitor);
+        let ports_dir = self.dir.path().join("ports");
+        // A file left by an earlier launch would name its ports, not this one's.
+        let _ = std::fs::remove_dir_all(&ports_dir);
+        std::fs::create_dir_all(&ports_dir).expect("the ports file's directory");
         let mut command = Command::new(&self.binary);
         if self.config == WITHOUT_JETSTREAM {
             command
-                .args(["-a", "127.0.0.1"])
-                .args(["-p", &self.port.to_string()])
-                .args(["-m", &self.monitor.to_string()]);
+                .args(["-a", "127.0.0.1", "-p", &port, "-m", &monitor])
+                .arg("--ports_file_dir")
+                .arg(&ports_dir);
         } else if self.config.is_empty() {
             command
-                .args(["-js", "-a", "127.0.0.1"])
-                .args(["-p", &self.port.to_string()])
-                .args(["-m", &self.monitor.to_string()])
+                .args(["-js", "-a", "127.0.0.1", "-p", &port, "-m", &monitor])
                 .arg("-sd")
-                .arg(self.dir.path());
+                .arg(self.dir.path())
+                .arg("--ports_file_dir")
+                .arg(&ports_dir);
         } else {
             let file = self.dir.path().join("server.conf");
             let config = format!(
-                "listen: \"127.0.0.1:{}\"\nhttp: \"127.0.0.1:{}\"\njetstream {{ store_dir: {:?} }}\n{}\n",
-                self.port,
-                self.monitor,
+                "listen: \"127.0.0.1:{port}\"\nhttp: \"127.0.0.1:{monitor}\"\nports_file_dir: {ports_dir:?}\n\
+                 jetstream {{ store_dir: {:?} }}\n{}\n",
                 self.dir.path().join("js"),
                 self.config
             );
@@ -133,17 +148,48 @@ impl NatsServer {
             .spawn()
             .expect("nats-server starts");
         self.child = Some(child);
+        (self.port, self.monitor) = self.wait_for_ports(&ports_dir);
         self.wait_healthy();
+    }
+
+    /// Waits for the ports file the server writes once it listens, and reads its
+    /// client and monitoring ports from it.
+    fn wait_for_ports(&mut self, dir: &Path) -> (u16, u16) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(ports) = read_ports(dir) {
+                return ports;
+            }
+            self.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "nats-server wrote no ports file within 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Panics, saying so, when the server's process has ended.
+    fn assert_running(&mut self) {
+        if let Some(status) = self
+            .child
+            .as_mut()
+            .and_then(|child| child.try_wait().ok().flatten())
+        {
+            self.child = None;
+            panic!("nats-server exited ({status}) before it was healthy");
+        }
     }
 
     /// Waits until the monitoring endpoint reports the server (and JetStream, when it
     /// runs it) healthy.
-    fn wait_healthy(&self) {
+    fn wait_healthy(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if self.healthy() {
                 return;
             }
+            self.assert_running();
             assert!(
                 Instant::now() < deadline,
                 "nats-server did not become healthy within 20 s"
@@ -194,6 +240,33 @@ impl Drop for NatsServer {
             let _ = child.wait();
         }
     }
+}
+
+/// A port for the server's command line or config: `-1` (the system picks) until one
+/// is known.
+fn port_arg(port: u16) -> String {
+    if port == 0 {
+        "-1".to_owned()
+    } else {
+        port.to_string()
+    }
+}
+
+/// The client and monitoring ports in the ports file in `dir`
+/// (`{"nats":["nats://127.0.0.1:4222"],"monitoring":["http://127.0.0.1:8222"]}`), once
+/// it is there and whole.
+fn read_ports(dir: &Path) -> Option<(u16, u16)> {
+    let file = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|entry| entry.file_name().to_string_lossy().ends_with(".ports"))?;
+    let ports: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(file.path()).ok()?).ok()?;
+    let port_of = |key: &str| -> Option<u16> {
+        let url = ports.get(key)?.get(0)?.as_str()?;
+        url.rsplit(':').next()?.trim_end_matches('/').parse().ok()
+    };
+    Some((port_of("nats")?, port_of("monitoring")?))
 }
 
 /// The body of a `200` answer of the monitoring endpoint on `port` at `path`.
