@@ -119,16 +119,12 @@ impl NatsServer {
         let _ = std::fs::remove_dir_all(&ports_dir);
         std::fs::create_dir_all(&ports_dir).expect("the ports file's directory");
         let mut command = Command::new(&self.binary);
-        if self.config == WITHOUT_JETSTREAM {
+        if self.config.is_empty() || self.config == WITHOUT_JETSTREAM {
+            if self.config.is_empty() {
+                command.arg("-js").arg("-sd").arg(self.dir.path());
+            }
             command
                 .args(["-a", "127.0.0.1", "-p", &port, "-m", &monitor])
-                .arg("--ports_file_dir")
-                .arg(&ports_dir);
-        } else if self.config.is_empty() {
-            command
-                .args(["-js", "-a", "127.0.0.1", "-p", &port, "-m", &monitor])
-                .arg("-sd")
-                .arg(self.dir.path())
                 .arg("--ports_file_dir")
                 .arg(&ports_dir);
         } else {
@@ -148,51 +144,35 @@ impl NatsServer {
             .spawn()
             .expect("nats-server starts");
         self.child = Some(child);
-        (self.port, self.monitor) = self.wait_for_ports(&ports_dir);
-        self.wait_healthy();
+        // The ports file is written once the server listens; then it is healthy once
+        // its monitoring endpoint (and JetStream, when it runs it) says so.
+        (self.port, self.monitor) =
+            self.wait_for("wrote no ports file", |_| read_ports(&ports_dir));
+        self.wait_for("did not become healthy", |server| {
+            server.healthy().then_some(())
+        });
     }
 
-    /// Waits for the ports file the server writes once it listens, and reads its
-    /// client and monitoring ports from it.
-    fn wait_for_ports(&mut self, dir: &Path) -> (u16, u16) {
+    /// Polls `ready` until it gives a value. Panics when the server's process ends
+    /// first, or after 20 s, saying that the server `failed` (`"did not become
+    /// healthy"`).
+    fn wait_for<T>(&mut self, failed: &str, ready: impl Fn(&NatsServer) -> Option<T>) -> T {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            if let Some(ports) = read_ports(dir) {
-                return ports;
+            if let Some(value) = ready(self) {
+                return value;
             }
-            self.assert_running();
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|child| child.try_wait().ok().flatten())
+            {
+                self.child = None;
+                panic!("nats-server exited ({status}) before it was healthy");
+            }
             assert!(
                 Instant::now() < deadline,
-                "nats-server wrote no ports file within 20 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Panics, saying so, when the server's process has ended.
-    fn assert_running(&mut self) {
-        if let Some(status) = self
-            .child
-            .as_mut()
-            .and_then(|child| child.try_wait().ok().flatten())
-        {
-            self.child = None;
-            panic!("nats-server exited ({status}) before it was healthy");
-        }
-    }
-
-    /// Waits until the monitoring endpoint reports the server (and JetStream, when it
-    /// runs it) healthy.
-    fn wait_healthy(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if self.healthy() {
-                return;
-            }
-            self.assert_running();
-            assert!(
-                Instant::now() < deadline,
-                "nats-server did not become healthy within 20 s"
+                "nats-server {failed} within 20 s"
             );
             std::thread::sleep(Duration::from_millis(20));
         }
