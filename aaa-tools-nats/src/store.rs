@@ -1,5 +1,5 @@
 //! [`NatsStore`]: the [`GuardStore`] on a JetStream KV bucket, with call records on the
-//! facts stream (see [`records`](crate::records)).
+//! facts stream (see [`records`]).
 
 use std::ops::ControlFlow;
 use std::time::Duration;

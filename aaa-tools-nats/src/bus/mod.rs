@@ -1,21 +1,32 @@
 //! [`NatsBus`]: the [`Bus`] on a JetStream stream with durable pull consumers.
+//!
+//! - This module: the stream's settings, publishing (acknowledged by the stream,
+//!   de-duplicated by id, sized against the server's `max_payload`), the durable
+//!   consumers and the replays.
+//! - [`listen`]: how an engine hears of outcomes, through the stream's republish rule.
+//! - [`subscription`]: how a worker pulls from a durable consumer, only as many
+//!   messages as it has room for, and settles each delivery.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_nats::jetstream;
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
-use async_nats::jetstream::message::Acker as JsAcker;
 use async_nats::jetstream::stream::{self, RetentionPolicy, StorageType};
-use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
 use aaa_tools::bus::{
-    Acker, Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Message, Payload, Stored,
-    Subscription,
+    Bus, BusError, BusFuture, Confirmation, ConsumerSpec, Payload, Stored, Subscription,
 };
 
 use crate::{NatsError, NatsOptions, Storage, check_filter, check_subject};
+
+mod listen;
+mod subscription;
+
+pub(crate) use listen::outcome_republish;
+use subscription::NatsSubscription;
 
 /// The JetStream [`Bus`] (see the [crate docs](crate) for the layout and guarantees).
 /// Cheap to clone; clones share one connection.
@@ -93,63 +104,6 @@ pub(crate) fn facts_stream(options: &NatsOptions) -> stream::Config {
         ..Default::default()
     }
 }
-
-/// The first token of the subjects the stream republishes outcome facts on, once they
-/// are stored: `aaa-stored.<tenant>.<run>.tool.<how>.<call>`.
-const STORED: &str = "aaa-stored";
-
-/// The stream's republish rule: every outcome fact (and every cancel, which shares
-/// the `tool.<how>.<call>` layout), once stored, goes out again on
-/// [`STORED`]`.<the rest of its subject>`, with the stream's sequence number in its
-/// headers. [`NatsBus::listen`] subscribes there: a listener hears of an outcome only
-/// once the stream holds it (a publish the stream refuses, a repeat it drops as a
-/// duplicate, is never republished), in the stream's order.
-pub(crate) fn outcome_republish() -> stream::Republish {
-    stream::Republish {
-        source: "aaa.*.*.tool.*.*".into(),
-        destination: format!(
-            "{STORED}.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.tool.{{{{wildcard(3)}}}}.{{{{wildcard(4)}}}}"
-        ),
-        headers_only: false,
-    }
-}
-
-/// The subject `listen` subscribes to for `filter`: the republished outcome subjects
-/// it stands for; an error for a filter outside the outcome facts.
-fn republished(filter: &str) -> Result<String, BusError> {
-    check_filter(filter)?;
-    let tokens: Vec<&str> = filter.split('.').collect();
-    match tokens.as_slice() {
-        ["aaa", _, _, "tool", _, _] => Ok(format!("{STORED}{}", &filter[3..])),
-        _ => Err(aaa_tools::bus::invalid_filter(
-            filter,
-            "the JetStream bus listens to the facts of one call only, outcomes and \
-             cancels (`aaa.<tenant>.<run>.tool.<how>.<call>`, wildcards allowed)"
-                .into(),
-        )),
-    }
-}
-
-/// A republished message as the stream stored it: its original subject and sequence
-/// number come in the republish headers.
-fn from_republished(message: async_nats::Message) -> Result<Stored, BusError> {
-    let headers = message.headers.as_ref();
-    let header = |name| headers.and_then(|h| h.get(name)).map(|v| v.as_str());
-    let subject = header(async_nats::header::NATS_SUBJECT)
-        .ok_or_else(|| unavailable("a republished message without Nats-Subject"))?;
-    let seq = header(async_nats::header::NATS_SEQUENCE)
-        .and_then(|seq| seq.parse().ok())
-        .ok_or_else(|| unavailable("a republished message without Nats-Sequence"))?;
-    Ok(Stored {
-        seq,
-        subject: Arc::from(subject),
-        payload: message.payload.into(),
-    })
-}
-
-/// How often a listener looks at the connection's count of connects, to tell its
-/// reader that messages may have been missed while it was down.
-const RECONNECT_CHECK: Duration = Duration::from_millis(250);
 
 impl NatsBus {
     /// Opens the bus over `client`, creating the stream when it is missing.
@@ -441,87 +395,6 @@ impl Bus for NatsBus {
 }
 
 impl NatsBus {
-    /// [`Bus::listen`]: one core subscription per filter, on the subjects the stream
-    /// republishes outcomes on. A reconnect (the connection's count of connects moves)
-    /// comes out as an error item once the subscriptions are back on the server, and
-    /// so does each election of a new stream leader (the server's advisory).
-    async fn listen_republished(
-        &self,
-        filters: &[String],
-    ) -> Result<BoxStream<'static, Result<Stored, BusError>>, BusError> {
-        let subjects = filters
-            .iter()
-            .map(|f| republished(f))
-            .collect::<Result<Vec<_>, _>>()?;
-        if subjects.is_empty() {
-            return Err(aaa_tools::bus::no_filters());
-        }
-        let client = self.js.client();
-        let mut subscribers = Vec::with_capacity(subjects.len());
-        for subject in subjects {
-            subscribers.push(client.subscribe(subject).await.map_err(unavailable)?);
-        }
-        // Once the server answers a ping sent after the subscriptions, it holds them:
-        // whatever it stores from now on reaches the listener.
-        client.flush().await.map_err(unavailable)?;
-        // A new leader of the stream may take over from one that stored an outcome
-        // and died before republishing it: each election is a reason to look up.
-        let elections = client
-            .subscribe(format!(
-                "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.{}",
-                self.options.stream
-            ))
-            .await
-            .map_err(unavailable)?
-            .map(|_| {
-                Err(BusError::Unavailable(
-                    "the stream has a new leader; outcomes may have been missed".into(),
-                ))
-            });
-        let messages = futures::stream::select(
-            futures::stream::select_all(subscribers).map(from_republished),
-            elections,
-        );
-        let statistics = client.statistics();
-        let connects = statistics
-            .connects
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let reconnects = futures::stream::unfold(
-            (client, statistics, connects),
-            |(client, statistics, seen)| async move {
-                let mut tick = tokio::time::interval(RECONNECT_CHECK);
-                loop {
-                    tick.tick().await;
-                    let now = statistics
-                        .connects
-                        .load(std::sync::atomic::Ordering::Relaxed);
-                    if now != seen {
-                        // The subscriptions are sent again on reconnect; after this
-                        // answer the server holds them.
-                        let _ = client.flush().await;
-                        let gap = Err(BusError::Unavailable(
-                            "the connection to the server was re-made; messages may have been missed".into(),
-                        ));
-                        return Some((gap, (client, statistics, now)));
-                    }
-                }
-            },
-        );
-        // The subscriptions end only when the client closes (or drains), and the
-        // listener with them: the end of the messages is marked (`None`) so that the
-        // reconnect watch, which would tick on forever, ends there too.
-        let ended = futures::stream::once(futures::future::ready(None));
-        let listened =
-            futures::stream::select(messages.map(Some).chain(ended), reconnects.map(Some))
-                .take_while(|item| {
-                    futures::future::ready(
-                        matches!(item, Some(i) if !matches!(i, Err(BusError::Closed))),
-                    )
-                })
-                .filter_map(futures::future::ready);
-        Ok(listened.boxed())
-    }
-
     /// [`Bus::first`]: the stream's next message on `filter` from its first sequence
     /// number, asked of the stream's leader (so a message just stored is found).
     async fn first_stored(&self, filter: &str) -> Result<Option<Stored>, BusError> {
@@ -569,167 +442,5 @@ impl Drop for ReplayConsumer {
                 tracing::debug!(%error, consumer = name, "could not delete a replay's consumer; it expires by itself");
             }
         });
-    }
-}
-
-/// A worker's handle on a durable pull consumer over one inbox subscription held for
-/// its life (no subscription churn on the server). It pulls only as many messages as
-/// the caller has room for, so nothing waits in a buffer while its ack wait runs out.
-struct NatsSubscription {
-    js: jetstream::Context,
-    inbox: async_nats::Subject,
-    replies: async_nats::Subscriber,
-    /// `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>`.
-    next_subject: String,
-    expires: Duration,
-    /// The pull in flight, if one is: when it expires on the client's clock, and how
-    /// many messages it may still bring.
-    outstanding: Option<(tokio::time::Instant, usize)>,
-}
-
-/// The most messages one pull asks for.
-const MAX_PULL: usize = 256;
-
-impl NatsSubscription {
-    async fn open(
-        js: jetstream::Context,
-        stream: &str,
-        durable: &str,
-        expires: Duration,
-    ) -> Result<Self, BusError> {
-        let client = js.client();
-        let inbox = async_nats::Subject::from(client.new_inbox());
-        let replies = client.subscribe(inbox.clone()).await.map_err(unavailable)?;
-        Ok(NatsSubscription {
-            js,
-            inbox,
-            replies,
-            next_subject: format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
-            expires,
-            outstanding: None,
-        })
-    }
-
-    async fn pull(&mut self, batch: usize) -> Result<(), BusError> {
-        let batch = batch.clamp(1, MAX_PULL);
-        let body = format!(
-            "{{\"batch\":{batch},\"expires\":{}}}",
-            self.expires.as_nanos()
-        );
-        self.js
-            .client()
-            .publish_with_reply(self.next_subject.clone(), self.inbox.clone(), body.into())
-            .await
-            .map_err(unavailable)?;
-        // The server answers within `expires` (messages, or a timeout status); a pull
-        // lost with a connection is given up after a grace period.
-        let deadline = tokio::time::Instant::now() + self.expires + Duration::from_secs(2);
-        self.outstanding = Some((deadline, batch));
-        Ok(())
-    }
-
-    /// Waits for the next message, pulling up to `room` when no pull is in flight.
-    async fn receive(&mut self, room: usize) -> Result<Message, BusError> {
-        loop {
-            let deadline = match self.outstanding {
-                Some((deadline, _)) if deadline > tokio::time::Instant::now() => deadline,
-                _ => {
-                    self.pull(room).await?;
-                    self.outstanding
-                        .map_or_else(tokio::time::Instant::now, |(deadline, _)| deadline)
-                }
-            };
-            let reply = match tokio::time::timeout_at(deadline, self.replies.next()).await {
-                Ok(Some(reply)) => reply,
-                Ok(None) => return Err(BusError::Closed),
-                Err(_) => {
-                    self.outstanding = None;
-                    continue;
-                }
-            };
-            match reply.status {
-                None | Some(async_nats::StatusCode::OK) => {
-                    self.outstanding = match self.outstanding {
-                        Some((deadline, left)) if left > 1 => Some((deadline, left - 1)),
-                        _ => None,
-                    };
-                    return to_message(jetstream::Message {
-                        message: reply,
-                        context: self.js.clone(),
-                    });
-                }
-                Some(async_nats::StatusCode::IDLE_HEARTBEAT) => {}
-                // Expired with nothing (more) to deliver: pull again.
-                Some(async_nats::StatusCode::TIMEOUT | async_nats::StatusCode::NOT_FOUND) => {
-                    self.outstanding = None;
-                }
-                // Ended by the server (leadership change, consumer deleted, no
-                // JetStream): the caller backs off and asks again.
-                Some(status) => {
-                    self.outstanding = None;
-                    let why = reply.description.as_deref().unwrap_or("");
-                    return Err(BusError::Unavailable(format!(
-                        "the pull ended with status {status} {why}"
-                    )));
-                }
-            }
-        }
-    }
-}
-
-impl Subscription for NatsSubscription {
-    fn next(&mut self) -> BusFuture<'_, Message> {
-        BusFuture::new(self.receive(1))
-    }
-
-    fn next_with_room(&mut self, room: usize) -> BusFuture<'_, Message> {
-        BusFuture::new(self.receive(room))
-    }
-}
-
-fn to_message(message: jetstream::Message) -> Result<Message, BusError> {
-    let (seq, delivered) = {
-        let info = message.info().map_err(unavailable)?;
-        (info.stream_sequence, info.delivered)
-    };
-    let (message, acker) = message.split();
-    Ok(Message::new(
-        message.subject.to_string(),
-        message.payload.into(),
-        seq,
-        u32::try_from(delivered).unwrap_or(u32::MAX),
-        Arc::new(NatsAcker(acker)),
-    ))
-}
-
-/// Settles one delivery through its reply subject (JetStream matches it by sequence).
-struct NatsAcker(JsAcker);
-
-impl NatsAcker {
-    fn send(&self, kind: AckKind) -> BusFuture<'_, ()> {
-        BusFuture::new(async move { self.0.ack_with(kind).await.map_err(unavailable) })
-    }
-
-    /// Sends `kind` and waits for the server to confirm it: a message ended for good
-    /// is known ended.
-    fn confirm(&self, kind: AckKind) -> BusFuture<'_, ()> {
-        BusFuture::new(async move { self.0.double_ack_with(kind).await.map_err(unavailable) })
-    }
-}
-
-impl Acker for NatsAcker {
-    fn ack(&self, _seq: u64) -> BusFuture<'_, ()> {
-        // Not confirmed: a lost ack only brings the message back, and the guard then
-        // finds the call finished and acks again.
-        self.send(AckKind::Ack)
-    }
-    fn nak(&self, _seq: u64, delay: Duration) -> BusFuture<'_, ()> {
-        self.send(AckKind::Nak(Some(delay)))
-    }
-    fn in_progress(&self, _seq: u64) -> BusFuture<'_, ()> {
-        self.send(AckKind::Progress)
-    }
-    fn term(&self, _seq: u64) -> BusFuture<'_, ()> {
-        self.confirm(AckKind::Term)
     }
 }
