@@ -1,6 +1,7 @@
 //! How a worker takes messages from a durable pull consumer: [`NatsSubscription`],
 //! and the [`Acker`] that settles each delivery.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,10 +26,53 @@ pub(super) struct NatsSubscription {
     /// The pull in flight, if one is: when it expires on the client's clock, and how
     /// many messages it may still bring.
     outstanding: Option<(tokio::time::Instant, usize)>,
+    counts: Counts,
 }
 
 /// The most messages one pull asks for.
 const MAX_PULL: usize = 256;
+
+/// The delivery counts of the messages a subscription handed out lately, so that a
+/// message it delivered before comes back counted higher than it went, whatever the
+/// server's count says.
+///
+/// The server counts a delivery when it sends one, and takes the count back when it
+/// judges that one failed (nats-server's consumer lowers it in `didNotDeliver`, and
+/// when a redelivery finds no pull waiting for it). Such a judgment about a delivery
+/// that did arrive leaves a message coming back with the count it had: in one of
+/// about sixteen CI runs, the contract case
+/// `an_unsettled_message_comes_back_after_the_ack_wait` saw its redelivery counted 1
+/// again. What a subscription received itself it knows for sure, so that is the
+/// floor of the count it reports. Its memory is the last [`Counts::REMEMBERED`]
+/// messages; a message older than that takes the server's count as it is.
+#[derive(Default)]
+struct Counts {
+    by_seq: HashMap<u64, u32>,
+    /// The sequence numbers of `by_seq`, oldest first.
+    order: VecDeque<u64>,
+}
+
+impl Counts {
+    /// How many deliveries it remembers: four of the largest pulls.
+    const REMEMBERED: usize = 4 * MAX_PULL;
+
+    /// The count of a delivery of `seq` that the server counted `server`.
+    fn count(&mut self, seq: u64, server: u32) -> u32 {
+        let count = match self.by_seq.get(&seq) {
+            Some(&before) => server.max(before.saturating_add(1)),
+            None => server,
+        };
+        if self.by_seq.insert(seq, count).is_none() {
+            self.order.push_back(seq);
+            if self.order.len() > Self::REMEMBERED
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.by_seq.remove(&oldest);
+            }
+        }
+        count
+    }
+}
 
 impl NatsSubscription {
     pub(super) async fn open(
@@ -47,6 +91,7 @@ impl NatsSubscription {
             next_subject: format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"),
             expires,
             outstanding: None,
+            counts: Counts::default(),
         })
     }
 
@@ -93,10 +138,11 @@ impl NatsSubscription {
                         Some((deadline, left)) if left > 1 => Some((deadline, left - 1)),
                         _ => None,
                     };
-                    return to_message(jetstream::Message {
+                    let message = jetstream::Message {
                         message: reply,
                         context: self.js.clone(),
-                    });
+                    };
+                    return to_message(message, &mut self.counts);
                 }
                 Some(async_nats::StatusCode::IDLE_HEARTBEAT) => {}
                 // Expired with nothing (more) to deliver: pull again.
@@ -127,17 +173,18 @@ impl Subscription for NatsSubscription {
     }
 }
 
-fn to_message(message: jetstream::Message) -> Result<Message, BusError> {
+fn to_message(message: jetstream::Message, counts: &mut Counts) -> Result<Message, BusError> {
     let (seq, delivered) = {
         let info = message.info().map_err(unavailable)?;
         (info.stream_sequence, info.delivered)
     };
+    let delivered = counts.count(seq, u32::try_from(delivered).unwrap_or(u32::MAX));
     let (message, acker) = message.split();
     Ok(Message::new(
         message.subject.to_string(),
         message.payload.into(),
         seq,
-        u32::try_from(delivered).unwrap_or(u32::MAX),
+        delivered,
         Arc::new(NatsAcker(acker)),
     ))
 }
@@ -171,5 +218,45 @@ impl Acker for NatsAcker {
     }
     fn term(&self, _seq: u64) -> BusFuture<'_, ()> {
         self.confirm(AckKind::Term)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Counts;
+
+    #[test]
+    fn a_message_delivered_before_comes_back_counted_higher() {
+        let mut counts = Counts::default();
+        assert_eq!(
+            counts.count(7, 1),
+            1,
+            "a first delivery: the server's count"
+        );
+        assert_eq!(
+            counts.count(7, 1),
+            2,
+            "counted 1 again: one more than it went"
+        );
+        assert_eq!(counts.count(7, 5), 5, "a higher count of the server stands");
+        assert_eq!(counts.count(7, 2), 6);
+        assert_eq!(counts.count(8, 3), 3, "another message: its own count");
+        assert_eq!(counts.count(u64::MAX, u32::MAX), u32::MAX);
+        assert_eq!(counts.count(u64::MAX, 1), u32::MAX, "no overflow");
+    }
+
+    #[test]
+    fn it_remembers_the_last_deliveries_only() {
+        let mut counts = Counts::default();
+        let remembered = u64::try_from(Counts::REMEMBERED).unwrap();
+        for seq in 0..=remembered {
+            assert_eq!(counts.count(seq, 1), 1);
+        }
+        assert_eq!(counts.by_seq.len(), Counts::REMEMBERED);
+        assert_eq!(counts.count(0, 1), 1, "forgotten: the server's count");
+        assert_eq!(counts.count(remembered, 1), 2, "remembered");
+        // A repeat does not take another place.
+        let kept = Counts::REMEMBERED;
+        assert_eq!((counts.by_seq.len(), counts.order.len()), (kept, kept));
     }
 }
