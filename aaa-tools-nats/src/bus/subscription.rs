@@ -39,11 +39,11 @@ const MAX_PULL: usize = 256;
 /// The server counts a delivery when it sends one, and takes the count back when it
 /// judges that one failed (nats-server's consumer lowers it in `didNotDeliver`, and
 /// when a redelivery finds no pull waiting for it). Such a judgment about a delivery
-/// that did arrive leaves a message coming back with the count it had: in one of
-/// about sixteen CI runs, the contract case
-/// `an_unsettled_message_comes_back_after_the_ack_wait` saw its redelivery counted 1
-/// again. What a subscription received itself it knows for sure, so that is the
-/// floor of the count it reports. Its memory is the last [`Counts::REMEMBERED`]
+/// that did arrive would leave a message coming back with the count it had, which is
+/// most likely what the contract case
+/// `an_unsettled_message_comes_back_after_the_ack_wait` saw in about one CI run of
+/// sixteen: its redelivery counted 1 again. What a subscription received itself it
+/// knows for sure, so that is the floor of the count it reports. Its memory is the last [`Counts::REMEMBERED`]
 /// messages; a message older than that takes the server's count as it is.
 #[derive(Default)]
 struct Counts {
