@@ -1,53 +1,21 @@
-//! [`Engine`] and [`RunHandle`]: requesting tool calls and reading their outcomes.
+//! [`RunHandle`]: one run's side of the engine. Requesting calls, waiting for their
+//! outcomes, reading the run's facts, cancelling, and deciding approvals.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
-use aaa_guard::{GuardStore, MemoryStore};
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use crate::bus::{Bus, BusError, MemoryBus, Payload};
-use crate::event::EventError;
+use super::{Engine, EngineError, ToolCall, new_call_id};
+use crate::bus::{BusError, Payload};
 use crate::event::{
-    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event,
+    self, APPROVAL_DENIED, APPROVAL_GRANTED, ApprovalDecision, Draft, DraftId, Event, EventError,
     TOOL_CANCELLED, TOOL_REQUESTED, ToolCancelled, ToolRequested,
 };
-use crate::ids::{CallId, IdError, RunId, TenantId};
+use crate::ids::{CallId, RunId, TenantId};
 use crate::outcome::Outcome;
-use crate::outcomes::{Claim, Outcomes, TenantOutcomes};
-
-/// A failure of the engine itself (not of a tool: those are [`Outcome`]s).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// The bus failed.
-    #[error(transparent)]
-    Bus(#[from] BusError),
-    /// An invalid id.
-    #[error(transparent)]
-    Id(#[from] IdError),
-    /// The run's fact stream ended.
-    #[error("the run's facts stopped before the outcome of {0} arrived")]
-    Closed(CallId),
-    /// A call was requested twice with one id in one handle's `call_all`.
-    #[error("call id {0} appears twice in one turn")]
-    DuplicateCall(CallId),
-    /// The store failed.
-    #[error(transparent)]
-    Store(#[from] aaa_guard::StoreError),
-    /// An approval decision on a call that is no longer pending: decided already, or
-    /// finished. Nothing was sent.
-    #[error("call {0} is not waiting for approval: it was decided already, or has finished")]
-    NotPending(CallId),
-    /// An approval decision names no fingerprint and does not say `any_arguments`.
-    #[error(
-        "the decision on call {0} is bound to no arguments: decide with \
-         `ApprovalDecision::for_request(&requested)` (bound to the arguments the approver \
-         saw), or say `.any_arguments()` explicitly"
-    )]
-    UnboundDecision(CallId),
-}
+use crate::outcomes::{Claim, TenantOutcomes};
 
 /// A fact of a run that could not be read (see [`RunHandle::facts`]).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -65,253 +33,6 @@ pub enum FactError {
         /// Why it is not an event.
         error: EventError,
     },
-}
-
-/// Durable, guarded tool execution: a cheap-to-clone handle over a [`Bus`] and a
-/// [`GuardStore`].
-///
-/// The engine is where programs request tool calls ([`RunHandle`]) and where a
-/// [`ToolHandler`](crate::ToolHandler) attaches to execute them. One process can hold
-/// several engines over one bus (each is a worker); each engine runs at most one tool
-/// executor.
-///
-/// ```
-/// use aaa_tools::{Engine, ToolHandler, ToolRegistry, tool, tools};
-///
-/// /// Add two integers.
-/// #[tool]
-/// async fn add(a: i64, b: i64) -> i64 { a + b }
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let engine = Engine::embedded();
-/// let _worker = ToolHandler::new(ToolRegistry::new(tools![add])?).attach(&engine).await?;
-/// let run = engine.new_run();
-/// let outcome = run.call("add", serde_json::json!({"a": 2, "b": 3})).await?;
-/// assert_eq!(outcome.result(), Some(&serde_json::json!(5)));
-/// # Ok(()) }
-/// ```
-#[derive(Clone)]
-pub struct Engine {
-    pub(crate) inner: Arc<EngineInner>,
-}
-
-pub(crate) struct EngineInner {
-    pub(crate) bus: Arc<dyn Bus>,
-    pub(crate) store: Arc<dyn GuardStore>,
-    /// Shared by every event this engine drafts.
-    pub(crate) source: Arc<str>,
-    /// The engine's tool executor while one is attached (weak: the handler's handle
-    /// owns it, and dropping that handle stops it).
-    pub(crate) executor: Mutex<Weak<crate::handler::Executor>>,
-    /// How this engine's run handles wait for outcomes.
-    outcomes: Outcomes,
-}
-
-impl std::fmt::Debug for Engine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
-            .field("source", &self.inner.source)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Engine {
-    /// An engine on a fresh [`MemoryBus`] and [`MemoryStore`]: everything in this process.
-    /// The bus keeps its default [`Retention`](crate::bus::Retention); build the engine
-    /// with [`Engine::new`] over [`MemoryBus::with_retention`] to keep more or less.
-    pub fn embedded() -> Engine {
-        Engine::new(MemoryBus::new(), MemoryStore::new())
-    }
-
-    /// An engine over `bus` and `store`. Engines built over clones of one bus and one
-    /// store act as separate workers of one system.
-    pub fn new(bus: impl Bus, store: impl GuardStore) -> Engine {
-        Engine::over(Arc::new(bus), Arc::new(store))
-    }
-
-    /// A new engine over the same bus and store: another worker of the same system
-    /// (with its own executor).
-    pub fn sibling(&self) -> Engine {
-        Engine::over(self.inner.bus.clone(), self.inner.store.clone())
-    }
-
-    fn over(bus: Arc<dyn Bus>, store: Arc<dyn GuardStore>) -> Engine {
-        let id = crate::event::fast_uuid().simple().to_string();
-        Engine {
-            inner: Arc::new(EngineInner {
-                outcomes: Outcomes::new(bus.clone()),
-                bus,
-                store,
-                source: Arc::from(format!("aaa-tools/engine/{}", &id[..12])),
-                executor: Mutex::new(Weak::new()),
-            }),
-        }
-    }
-
-    /// The bus.
-    pub fn bus(&self) -> &Arc<dyn Bus> {
-        &self.inner.bus
-    }
-
-    /// The record store.
-    pub fn store(&self) -> &Arc<dyn GuardStore> {
-        &self.inner.store
-    }
-
-    /// This engine's worker id, as it appears in guard records and facts.
-    pub fn worker_id(&self) -> &str {
-        self.inner
-            .source
-            .rsplit('/')
-            .next()
-            .unwrap_or(&self.inner.source)
-    }
-
-    /// The CloudEvents `source` this engine publishes as.
-    pub fn source(&self) -> &str {
-        &self.inner.source
-    }
-
-    /// A handle on run `run` of the default tenant.
-    pub fn run(&self, run: RunId) -> RunHandle {
-        self.run_for(TenantId::default(), run)
-    }
-
-    /// A handle on run `run` of `tenant`.
-    pub fn run_for(&self, tenant: TenantId, run: RunId) -> RunHandle {
-        RunHandle {
-            inner: Arc::new(RunInner {
-                engine: self.clone(),
-                tenant,
-                run,
-                outcomes: tokio::sync::OnceCell::new(),
-            }),
-        }
-    }
-
-    /// A handle on a new run of the default tenant, with a fresh id.
-    pub fn new_run(&self) -> RunHandle {
-        self.run(new_run_id())
-    }
-
-    /// Publishes an event on its subject, de-duplicated by its id.
-    pub async fn publish(&self, event: &Event) -> Result<(), BusError> {
-        self.inner
-            .bus
-            .publish(
-                &event.bus_subject(),
-                event.to_bytes().into(),
-                Some(&event.id),
-            )
-            .await
-    }
-
-    /// The CloudEvents `source`, shared (for drafting events).
-    pub(crate) fn shared_source(&self) -> &Arc<str> {
-        &self.inner.source
-    }
-
-    pub(crate) fn event(
-        &self,
-        kind: &str,
-        tenant: &TenantId,
-        run: &RunId,
-        call: Option<&CallId>,
-        data: Value,
-    ) -> Event {
-        Event::new(kind, &self.inner.source, tenant, run, call, data)
-    }
-}
-
-/// A fresh run id.
-pub fn new_run_id() -> RunId {
-    fresh_id("run-", |text| RunId::new(text))
-}
-
-/// A fresh call id.
-pub fn new_call_id() -> CallId {
-    fresh_id("call-", |text| CallId::new(text))
-}
-
-/// `prefix` followed by a random UUID in simple form (32 hex digits), written on the
-/// stack: the id type copies it once into its shared text.
-fn fresh_id<T>(prefix: &str, id: impl FnOnce(&str) -> Result<T, IdError>) -> T {
-    let mut text = [0_u8; 40];
-    let (head, tail) = text.split_at_mut(prefix.len());
-    head.copy_from_slice(prefix.as_bytes());
-    let uuid = crate::event::fast_uuid().simple().encode_lower(tail);
-    let len = prefix.len() + uuid.len();
-    let text = std::str::from_utf8(&text[..len]).expect("a prefix and hex digits are text");
-    id(text).expect("a uuid is a valid id")
-}
-
-/// One tool call of a model turn.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ToolCall {
-    /// The call id (the provider's, when it gave one); a fresh one when `None`.
-    pub call_id: Option<CallId>,
-    /// The tool's name as the model sent it.
-    pub name: Arc<str>,
-    /// The arguments: an object, or a string of JSON as providers send them. Shared:
-    /// the request on the bus takes this allocation, so a caller that keeps the
-    /// arguments too (an agent loop records them with the model's turn) copies none:
-    /// 2 000 instructions less a turn in aaa-loop's `loop_overhead` bench, whose
-    /// per-turn ratio to a direct call went from 1.088 to 1.049 in instructions.
-    pub arguments: Arc<Value>,
-    /// Metadata for the tool (`ToolContext::meta`).
-    pub meta: Map<String, Value>,
-    /// Whether `call_id` was made by [`with_new_id`](Self::with_new_id): no earlier
-    /// call can have it.
-    fresh: bool,
-}
-
-impl ToolCall {
-    /// A call of `name` with `arguments` (a [`Value`], or an `Arc<Value>` to share).
-    pub fn new(name: impl Into<Arc<str>>, arguments: impl Into<Arc<Value>>) -> Self {
-        ToolCall {
-            call_id: None,
-            name: name.into(),
-            arguments: arguments.into(),
-            meta: Map::new(),
-            fresh: false,
-        }
-    }
-
-    /// Uses the provider's call id. It may name a call requested before (a model turn
-    /// replayed after a crash): the guard runs that call once, and waiting for the
-    /// outcome finds the first one.
-    pub fn with_id(mut self, call_id: CallId) -> Self {
-        self.call_id = Some(call_id);
-        self.fresh = false;
-        self
-    }
-
-    /// Says that no call with this call's id was requested before: the caller knows,
-    /// having read the run (as an agent loop that resumes does) or made the id itself.
-    /// Waiting for the outcome then never asks the bus whether the call finished before
-    /// (for an id given with [`with_id`](Self::with_id), it does: one lookup per call).
-    /// Said wrongly, the outcome is still found, by the engine's periodic sweep.
-    pub fn first_request(mut self) -> Self {
-        self.fresh = true;
-        self
-    }
-
-    /// Gives the call a fresh id now, to know it before the call is requested (the
-    /// engine gives one when it is requested otherwise). Unlike an id given with
-    /// [`with_id`](Self::with_id), no earlier call can have it, so waiting for its
-    /// outcome never asks the bus whether the call finished before.
-    pub fn with_new_id(mut self) -> Self {
-        self.call_id = Some(new_call_id());
-        self.fresh = true;
-        self
-    }
-
-    /// Adds metadata.
-    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
-        self.meta = meta;
-        self
-    }
 }
 
 /// A handle on one run: request calls, await their outcomes, read the run's facts,
@@ -348,6 +69,18 @@ impl std::fmt::Debug for RunHandle {
 }
 
 impl RunHandle {
+    /// A handle on run `run` of `tenant`, through `engine`.
+    pub(super) fn new(engine: Engine, tenant: TenantId, run: RunId) -> RunHandle {
+        RunHandle {
+            inner: Arc::new(RunInner {
+                engine,
+                tenant,
+                run,
+                outcomes: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
     /// The run id.
     pub fn run_id(&self) -> &RunId {
         &self.inner.run

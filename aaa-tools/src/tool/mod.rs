@@ -1,146 +1,42 @@
 //! [`Tool`]: one callable tool, with everything a provider and an executor need to know.
+//!
+//! - this module: the tool, how it is built (from a `#[tool]` fn, a closure, or a
+//!   JSON schema and a closure) and how its arguments are checked;
+//! - `annotations`: [`ToolAnnotations`], the hints MCP clients read;
+//! - `spec`: what `#[tool]` fills in ([`ToolSpec`], [`StateNeed`]);
+//! - `body`: how a call runs once its arguments are decoded, a panic caught.
 
-use std::any::TypeId;
+mod annotations;
+mod body;
+mod spec;
+
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aaa_guard::{Delivery, GuardOverrides};
-use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::args::{self, ArgsChecker};
 use crate::context::ToolContext;
 use crate::error::{CallError, DefinitionError, ToolArgsError, ToolError};
 use crate::output::{ToolOutput, from_result};
-use crate::schema::{self, ParamSpec};
+use crate::schema;
 
-/// The future a running tool is.
-pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
+pub use annotations::ToolAnnotations;
+pub(crate) use body::PreparedCall;
+pub use body::{Body, KeyFn, PrepareFn, ToolFuture};
+pub use spec::{StateNeed, ToolSpec};
 
 /// The default timeout of a tool: 60 seconds.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default pool: `"default"`.
 pub(crate) const DEFAULT_POOL: &str = "default";
-
-/// A call whose arguments were decoded, ready to run: either a future or a closure for
-/// the blocking pool.
-#[doc(hidden)]
-pub enum Body {
-    Async(Box<dyn FnOnce(ToolContext) -> ToolFuture + Send>),
-    Blocking(Box<dyn FnOnce(ToolContext) -> Result<Value, ToolError> + Send>),
-}
-
-impl Body {
-    /// An async body.
-    pub(crate) fn asynchronous<F>(f: F) -> Self
-    where
-        F: FnOnce(ToolContext) -> ToolFuture + Send + 'static,
-    {
-        Body::Async(Box::new(f))
-    }
-
-    /// A blocking body.
-    pub(crate) fn blocking<F>(f: F) -> Self
-    where
-        F: FnOnce(ToolContext) -> Result<Value, ToolError> + Send + 'static,
-    {
-        Body::Blocking(Box::new(f))
-    }
-}
-
-/// Decodes checked arguments into a runnable body.
-#[doc(hidden)]
-pub type PrepareFn = dyn Fn(&str, &Value) -> Result<Body, ToolArgsError> + Send + Sync;
-
-/// Derives an idempotency key from checked arguments.
-#[doc(hidden)]
-pub type KeyFn = dyn Fn(&str, &Value) -> Result<String, ToolArgsError> + Send + Sync;
-
-/// A type of shared state a tool needs (see [`State`](crate::State)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StateNeed {
-    pub(crate) id: TypeId,
-    pub(crate) name: &'static str,
-}
-
-impl StateNeed {
-    /// The need for a `State<T>`.
-    pub fn of<T: Send + Sync + 'static>() -> Self {
-        StateNeed {
-            id: TypeId::of::<T>(),
-            name: std::any::type_name::<T>(),
-        }
-    }
-
-    /// The type's name.
-    pub fn type_name(&self) -> &'static str {
-        self.name
-    }
-}
-
-/// Hints about a tool's behaviour, exported as MCP tool `annotations`. Hints only:
-/// clients must not trust them for security decisions.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct ToolAnnotations {
-    /// A human-readable title.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    /// The tool does not modify its environment.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_only_hint: Option<bool>,
-    /// The tool may perform destructive updates.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub destructive_hint: Option<bool>,
-    /// Calling it again with the same arguments has no additional effect.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idempotent_hint: Option<bool>,
-    /// The tool interacts with an open world of external entities.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_world_hint: Option<bool>,
-}
-
-impl ToolAnnotations {
-    /// Sets the title.
-    pub fn with_title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// Sets `readOnlyHint`.
-    pub fn with_read_only(mut self, value: bool) -> Self {
-        self.read_only_hint = Some(value);
-        self
-    }
-
-    /// Sets `destructiveHint`.
-    pub fn with_destructive(mut self, value: bool) -> Self {
-        self.destructive_hint = Some(value);
-        self
-    }
-
-    /// Sets `idempotentHint`.
-    pub fn with_idempotent(mut self, value: bool) -> Self {
-        self.idempotent_hint = Some(value);
-        self
-    }
-
-    /// Sets `openWorldHint`.
-    pub fn with_open_world(mut self, value: bool) -> Self {
-        self.open_world_hint = Some(value);
-        self
-    }
-}
 
 /// A tool: name, description, parameters schema, execution settings and the function
 /// that runs it. Cheap to clone.
@@ -209,23 +105,6 @@ pub fn is_valid_tool_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// Everything that defines a tool but its body; what `#[tool]` fills in.
-#[doc(hidden)]
-pub struct ToolSpec {
-    pub name: &'static str,
-    pub description: &'static str,
-    pub params: Vec<ParamSpec>,
-    pub requires_approval: bool,
-    pub timeout_s: f64,
-    pub pool: &'static str,
-    pub delivery: Option<Delivery>,
-    pub guard: GuardOverrides,
-    pub state: Vec<StateNeed>,
-    pub blocking: bool,
-    pub require_descriptions: bool,
-    pub annotations: Option<ToolAnnotations>,
 }
 
 impl Tool {
@@ -640,61 +519,5 @@ impl fmt::Debug for Tool {
             .field("delivery", &self.inner.delivery)
             .field("blocking", &self.inner.blocking)
             .finish_non_exhaustive()
-    }
-}
-
-/// A call whose arguments were checked and decoded.
-pub(crate) struct PreparedCall {
-    body: Body,
-}
-
-impl PreparedCall {
-    /// Whether it runs on the blocking pool.
-    pub(crate) fn is_blocking(&self) -> bool {
-        matches!(self.body, Body::Blocking(_))
-    }
-
-    /// Runs the call. A panic in the tool becomes [`CallError::Panic`]; a blocking tool
-    /// runs on tokio's blocking pool (so this needs a tokio runtime).
-    ///
-    /// Dropping the future cancels an async tool. A blocking tool cannot be
-    /// interrupted: dropping the future discards its result when it ends.
-    pub(crate) async fn run(self, ctx: ToolContext) -> Result<Value, CallError> {
-        match self.body {
-            Body::Async(start) => {
-                let started = std::panic::catch_unwind(AssertUnwindSafe(move || start(ctx)));
-                let future = started.map_err(|p| CallError::Panic(panic_message(&*p)))?;
-                match AssertUnwindSafe(future).catch_unwind().await {
-                    Ok(result) => result.map_err(CallError::from),
-                    Err(payload) => Err(CallError::Panic(panic_message(&*payload))),
-                }
-            }
-            Body::Blocking(run) => match tokio::task::spawn_blocking(move || run(ctx)).await {
-                Ok(result) => result.map_err(CallError::from),
-                Err(join) if join.is_panic() => {
-                    Err(CallError::Panic(panic_message(&*join.into_panic())))
-                }
-                Err(join) => Err(CallError::Tool(ToolError::internal(join))),
-            },
-        }
-    }
-}
-
-impl fmt::Debug for PreparedCall {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PreparedCall")
-            .field("blocking", &self.is_blocking())
-            .finish()
-    }
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(a panic payload that is not a string)".to_owned()
     }
 }
