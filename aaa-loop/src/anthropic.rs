@@ -30,10 +30,11 @@ use aaa_tools::Outcome;
 use serde_json::{Value, json};
 
 use crate::error::CodecError;
+use crate::provider::Provider;
 use crate::render::pair;
 use crate::shape::{Node, from_slice, provider_error};
 use crate::turn::{
-    ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage, finish_turn,
+    ArgumentsOrProblem, AssistantTurn, ProviderCall, StopReason, Usage, finish_turn,
 };
 
 const P: Provider = Provider::Anthropic;

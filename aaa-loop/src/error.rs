@@ -3,7 +3,7 @@
 
 use aaa_tools::CallId;
 
-use crate::turn::Provider;
+use crate::provider::Provider;
 
 /// Why a response (or a stream) could not become an
 /// [`AssistantTurn`](crate::AssistantTurn), or why outcomes could not be rendered.

@@ -25,11 +25,11 @@ use aaa_tools::Outcome;
 use serde_json::{Value, json};
 
 use crate::error::CodecError;
+use crate::provider::Provider;
 use crate::render::pair;
 use crate::shape::{Node, from_slice, provider_error};
 use crate::turn::{
-    ArgumentsOrProblem, AssistantTurn, Provider, ProviderCall, StopReason, Usage, finish_turn,
-    text_arguments,
+    ArgumentsOrProblem, AssistantTurn, ProviderCall, StopReason, Usage, finish_turn, text_arguments,
 };
 
 const P: Provider = Provider::OpenAiChat;

@@ -31,11 +31,10 @@ use aaa_tools::Outcome;
 use serde_json::{Value, json};
 
 use crate::error::CodecError;
+use crate::provider::Provider;
 use crate::render::pair;
 use crate::shape::{Node, from_slice, provider_error};
-use crate::turn::{
-    AssistantTurn, Provider, ProviderCall, StopReason, Usage, finish_turn, text_arguments,
-};
+use crate::turn::{AssistantTurn, ProviderCall, StopReason, Usage, finish_turn, text_arguments};
 
 const P: Provider = Provider::OpenAiResponses;
 

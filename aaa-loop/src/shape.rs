@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use crate::error::CodecError;
-use crate::turn::Provider;
+use crate::provider::Provider;
 
 /// A value inside a body, with its path for error messages.
 #[derive(Debug, Clone)]

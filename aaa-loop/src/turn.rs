@@ -1,7 +1,6 @@
 //! [`AssistantTurn`] and its parts: what a model said in one turn, provider-neutral.
 
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
 use aaa_tools::CallId;
@@ -9,39 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub(crate) use crate::arguments::{ArgumentsOrProblem, text_arguments};
 use crate::error::CodecError;
-
-/// The provider whose wire format a codec speaks; named in every [`CodecError`](crate::CodecError).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum Provider {
-    /// OpenAI Chat Completions ([`openai_chat`](crate::openai_chat)).
-    OpenAiChat,
-    /// OpenAI Responses ([`openai_responses`](crate::openai_responses)).
-    OpenAiResponses,
-    /// Anthropic Messages ([`anthropic`](crate::anthropic)).
-    Anthropic,
-    /// Google Gemini `generateContent` ([`gemini`](crate::gemini)).
-    Gemini,
-}
-
-impl Provider {
-    /// The API's name, as error messages say it: `OpenAI Chat Completions`, ...
-    pub fn api_name(self) -> &'static str {
-        match self {
-            Provider::OpenAiChat => "OpenAI Chat Completions",
-            Provider::OpenAiResponses => "OpenAI Responses",
-            Provider::Anthropic => "Anthropic Messages",
-            Provider::Gemini => "Gemini generateContent",
-        }
-    }
-}
-
-impl fmt::Display for Provider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.api_name())
-    }
-}
+use crate::provider::Provider;
 
 /// One assistant turn, whole: what the model wrote, the tools it called (in its order),
 /// why it stopped and what it cost.

@@ -12,7 +12,8 @@ use super::sse;
 use super::{BuildError, export_tools};
 use crate::anthropic;
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
-use crate::turn::{AssistantTurn, Provider};
+use crate::provider::Provider;
+use crate::turn::AssistantTurn;
 
 /// A [`Model`] that asks Anthropic Messages (`POST {base_url}/v1/messages`).
 ///

@@ -10,8 +10,9 @@ use serde_json::Value;
 use super::retry::{RetryPolicy, retry_after, retry_delay_in_body, retryable_status};
 use crate::error::CodecError;
 use crate::model::ModelError;
+use crate::provider::Provider;
 use crate::shape::provider_error;
-use crate::turn::{AssistantTurn, Provider};
+use crate::turn::AssistantTurn;
 
 /// A provider's endpoint, ready to POST to.
 #[derive(Debug, Clone)]

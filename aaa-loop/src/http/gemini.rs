@@ -13,7 +13,8 @@ use super::{BuildError, export_tools};
 use crate::error::CodecError;
 use crate::gemini;
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
-use crate::turn::{AssistantTurn, Provider};
+use crate::provider::Provider;
+use crate::turn::AssistantTurn;
 
 /// The `thoughtSignature` sent on the first function call of an echoed model turn
 /// whose call came without one: Google's documented value for a call whose real

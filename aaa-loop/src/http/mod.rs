@@ -161,7 +161,7 @@ use aaa_tools::Tool;
 use aaa_tools::export::{Format, export_tool};
 use serde_json::Value;
 
-use crate::turn::Provider;
+use crate::provider::Provider;
 
 /// `tools` in the provider's `format`, for a request body; a tool the format cannot
 /// express fails the turn before anything is sent.

@@ -13,7 +13,8 @@ use super::sse;
 use super::{BuildError, export_tools};
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
 use crate::openai_chat;
-use crate::turn::{AssistantTurn, Provider, ProviderCall};
+use crate::provider::Provider;
+use crate::turn::{AssistantTurn, ProviderCall};
 
 /// A [`Model`] that asks an OpenAI Chat Completions endpoint
 /// (`POST {base_url}/chat/completions`): OpenAI itself, or a compatible server (vLLM,

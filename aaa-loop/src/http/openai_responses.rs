@@ -12,7 +12,8 @@ use super::sse;
 use super::{BuildError, export_tools};
 use crate::model::{Message, Model, ModelError, ModelFuture, ModelRequest};
 use crate::openai_responses;
-use crate::turn::{AssistantTurn, Provider};
+use crate::provider::Provider;
+use crate::turn::AssistantTurn;
 
 /// A [`Model`] that asks an OpenAI Responses endpoint (`POST {base_url}/responses`).
 ///

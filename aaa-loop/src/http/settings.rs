@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::BuildError;
 use super::endpoint::Endpoint;
 use super::retry::RetryPolicy;
-use crate::turn::Provider;
+use crate::provider::Provider;
 
 /// The shared part of a client builder.
 #[derive(Clone)]
