@@ -1,24 +1,29 @@
 //! [`KeywordIndex`]: BM25 over a tantivy index, in memory or in a directory.
+//!
+//! - this module: the index, adding and deleting documents, and ranking;
+//! - `bm25`: [`Bm25`], the ranking's parameters;
+//! - `builder`: [`KeywordIndexBuilder`], the settings, and opening an index;
+//! - `layout`: how an index lies in tantivy (its fields, its commit payload).
+
+mod bm25;
+mod builder;
+mod layout;
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tantivy::collector::Count;
-use tantivy::directory::MmapDirectory;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::postings::Postings;
 use tantivy::query::TermQuery;
-use tantivy::schema::{
-    Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
-};
+use tantivy::schema::{Field, IndexRecordOption, Value as _};
 use tantivy::store::Compressor;
 use tantivy::tokenizer::TextAnalyzer;
 use tantivy::{
-    DocAddress, DocSet, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Searcher,
-    TERMINATED, TantivyDocument, Term,
+    DocAddress, DocSet, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED,
+    TantivyDocument, Term,
 };
 
 use crate::analyzer::Analyzer;
@@ -27,249 +32,15 @@ use crate::error::SearchError;
 use crate::index::{Index, SearchFuture, check_query};
 use crate::topk::TopK;
 
-/// The name the analyzer is registered under in the tantivy index.
-const TOKENIZER: &str = "aaa_search";
-/// The version of the layout below, stored with the index.
-const FORMAT: u32 = 1;
+pub use bm25::Bm25;
+pub use builder::KeywordIndexBuilder;
+use layout::{FORMAT, Fields, Payload, TOKENIZER};
+
 /// A query with more distinct terms than this is cut to its first terms: a model that
 /// pastes a whole page as a query still gets an answer in bounded time.
 pub const MAX_QUERY_TERMS: usize = 1024;
 /// The default memory budget of the index writer: 64 MB.
 pub const DEFAULT_WRITER_MEMORY: usize = 64 * 1024 * 1024;
-
-/// The BM25 parameters: `k1` (term-frequency saturation) and `b` (length normalization).
-///
-/// The default is k1 = 0.9, b = 0.4, the values the Anserini toolkit uses for its
-/// published baselines (and a good choice for short and mid-length passages); classic
-/// Robertson/Lucene values are [`Bm25::CLASSIC`] (k1 = 1.2, b = 0.75).
-///
-/// ```
-/// use aaa_search::Bm25;
-///
-/// assert_eq!(Bm25::default(), Bm25 { k1: 0.9, b: 0.4 });
-/// assert!(Bm25::new(1.2, 0.75).is_ok());
-/// assert!(Bm25::new(1.2, 1.5).is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Bm25 {
-    /// Term-frequency saturation, `>= 0`.
-    pub k1: f32,
-    /// Length normalization, in `[0, 1]`.
-    pub b: f32,
-}
-
-impl Default for Bm25 {
-    fn default() -> Self {
-        Bm25 { k1: 0.9, b: 0.4 }
-    }
-}
-
-impl Bm25 {
-    /// Robertson's (and Lucene's, and tantivy's) k1 = 1.2, b = 0.75.
-    pub const CLASSIC: Bm25 = Bm25 { k1: 1.2, b: 0.75 };
-
-    /// Checked parameters.
-    pub fn new(k1: f32, b: f32) -> Result<Self, SearchError> {
-        let bm25 = Bm25 { k1, b };
-        bm25.check()?;
-        Ok(bm25)
-    }
-
-    fn check(&self) -> Result<(), SearchError> {
-        if !(self.k1.is_finite() && self.k1 >= 0.0) {
-            return Err(SearchError::InvalidConfig(format!(
-                "BM25 k1 must be a finite number >= 0 (got {})",
-                self.k1
-            )));
-        }
-        if !(0.0..=1.0).contains(&self.b) {
-            return Err(SearchError::InvalidConfig(format!(
-                "BM25 b must lie in [0, 1] (got {})",
-                self.b
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// What is stored in the commit payload of the index.
-#[derive(Debug, Serialize, Deserialize)]
-struct Payload {
-    aaa_search_format: u32,
-    analyzer: Analyzer,
-}
-
-/// The fields of the tantivy schema.
-#[derive(Debug, Clone, Copy)]
-struct Fields {
-    /// Raw id, indexed as one term (to replace and delete) and stored.
-    id: Field,
-    /// Title and text, analyzed; not stored.
-    body: Field,
-    /// Stored only.
-    text: Field,
-    title: Field,
-    source: Field,
-    /// Extra metadata as a JSON object text; stored only.
-    extra: Field,
-}
-
-impl Fields {
-    fn schema() -> Schema {
-        let mut builder = Schema::builder();
-        builder.add_text_field("id", STRING | STORED);
-        let body = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(TOKENIZER)
-                .set_index_option(IndexRecordOption::WithFreqs)
-                .set_fieldnorms(true),
-        );
-        builder.add_text_field("body", body);
-        builder.add_text_field("text", STORED);
-        builder.add_text_field("title", STORED);
-        builder.add_text_field("source", STORED);
-        builder.add_text_field("extra", STORED);
-        builder.build()
-    }
-
-    fn of(schema: &Schema) -> Result<Self, SearchError> {
-        let field = |name: &str| {
-            schema.get_field(name).map_err(|_| {
-                SearchError::InvalidConfig(format!(
-                    "the directory holds a tantivy index without the field `{name}`: not an aaa-search keyword index"
-                ))
-            })
-        };
-        Ok(Fields {
-            id: field("id")?,
-            body: field("body")?,
-            text: field("text")?,
-            title: field("title")?,
-            source: field("source")?,
-            extra: field("extra")?,
-        })
-    }
-}
-
-/// Settings for a new or reopened [`KeywordIndex`].
-///
-/// ```
-/// use aaa_search::{Analyzer, Bm25, KeywordIndex};
-///
-/// let index = KeywordIndex::builder()
-///     .analyzer(Analyzer::simple())
-///     .bm25(Bm25::CLASSIC)
-///     .in_memory()
-///     .unwrap();
-/// assert_eq!(index.bm25(), Bm25::CLASSIC);
-/// assert_eq!(index.analyzer(), &Analyzer::simple());
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct KeywordIndexBuilder {
-    analyzer: Option<Analyzer>,
-    bm25: Bm25,
-    writer_memory: Option<usize>,
-    compress: bool,
-}
-
-impl KeywordIndexBuilder {
-    /// The analyzer. A new index uses [`Analyzer::english`] when none is given; a
-    /// reopened index uses the one it was built with, and refuses to open with a
-    /// different one (its terms would not match the queries).
-    pub fn analyzer(mut self, analyzer: Analyzer) -> Self {
-        self.analyzer = Some(analyzer);
-        self
-    }
-
-    /// The BM25 parameters (a query-time setting: any value works with any index).
-    pub fn bm25(mut self, bm25: Bm25) -> Self {
-        self.bm25 = bm25;
-        self
-    }
-
-    /// The index writer's memory budget in bytes (at least 15 MB, tantivy's minimum;
-    /// default [`DEFAULT_WRITER_MEMORY`]).
-    pub fn writer_memory(mut self, bytes: usize) -> Self {
-        self.writer_memory = Some(bytes);
-        self
-    }
-
-    /// Whether a new index compresses the stored documents (lz4, in 16 KB blocks).
-    /// Off by default: documents are stored as they are, in 2 KB blocks, so that
-    /// fetching a hit's text reads a couple of kilobytes instead of decompressing a
-    /// block (on 50,000 short documents this halves the time of a top-5 search). With
-    /// compression the stored text takes about half the space. Only a new index takes
-    /// this setting; a reopened one keeps its own.
-    pub fn compress_store(mut self, compress: bool) -> Self {
-        self.compress = compress;
-        self
-    }
-
-    fn settings(&self) -> IndexSettings {
-        if self.compress {
-            IndexSettings {
-                docstore_compression: Compressor::Lz4,
-                ..IndexSettings::default()
-            }
-        } else {
-            IndexSettings {
-                docstore_compression: Compressor::None,
-                docstore_blocksize: 2048,
-                ..IndexSettings::default()
-            }
-        }
-    }
-
-    /// A new index held in memory; gone when dropped.
-    pub fn in_memory(self) -> Result<KeywordIndex, SearchError> {
-        self.bm25.check()?;
-        let index = tantivy::IndexBuilder::new()
-            .schema(Fields::schema())
-            .settings(self.settings())
-            .create_in_ram()?;
-        let analyzer = self.analyzer.clone().unwrap_or_default();
-        KeywordIndex::assemble(index, analyzer, &self, true)
-    }
-
-    /// The index in directory `path`: opened if the directory holds one, created
-    /// (with the directory) otherwise. Everything added is on disk when
-    /// [`KeywordIndex::add`] returns.
-    ///
-    /// Only one `KeywordIndex` (in any process) may write to a directory at a time;
-    /// opening is fine, the first write takes the directory's lock.
-    pub fn open_or_create(self, path: impl AsRef<Path>) -> Result<KeywordIndex, SearchError> {
-        self.bm25.check()?;
-        let path = path.as_ref();
-        std::fs::create_dir_all(path)?;
-        let directory = MmapDirectory::open(path).map_err(tantivy::TantivyError::from)?;
-        let exists = tantivy::Index::exists(&directory).map_err(tantivy::TantivyError::from)?;
-        if exists {
-            let index = tantivy::Index::open(directory)?;
-            let payload = index.load_metas()?.payload;
-            let stored = match payload.as_deref().map(serde_json::from_str::<Payload>) {
-                Some(Ok(p)) if p.aaa_search_format == FORMAT => p.analyzer,
-                _ => {
-                    return Err(SearchError::InvalidConfig(
-                        "the directory holds a tantivy index that aaa-search did not create".into(),
-                    ));
-                }
-            };
-            if let Some(asked) = &self.analyzer
-                && asked != &stored
-            {
-                return Err(SearchError::InvalidConfig(format!(
-                    "the index was built with the analyzer {stored:?}, not {asked:?}; \
-                     reopen it without an analyzer, or rebuild it"
-                )));
-            }
-            KeywordIndex::assemble(index, stored, &self, false)
-        } else {
-            let index = tantivy::Index::create(directory, Fields::schema(), self.settings())?;
-            let analyzer = self.analyzer.clone().unwrap_or_default();
-            KeywordIndex::assemble(index, analyzer, &self, true)
-        }
-    }
-}
 
 /// A keyword index: BM25 ranking over tantivy's inverted index, in memory or in a
 /// directory.

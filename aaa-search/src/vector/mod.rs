@@ -1,102 +1,22 @@
-//! [`Embedder`] and [`VectorIndex`]: cosine similarity over embeddings.
+//! [`VectorIndex`]: cosine similarity over embeddings.
+//!
+//! - this module: the index, its rows and exact search;
+//! - `embedder`: [`Embedder`], what turns texts into vectors;
+//! - `ann`: the HNSW graph for approximate search (with the `hnsw` feature).
+
+#[cfg(feature = "hnsw")]
+mod ann;
+mod embedder;
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::document::{Document, Hit};
 use crate::error::SearchError;
 use crate::index::{Index, SearchFuture, check_query};
 use crate::topk::TopK;
 
-/// The future [`Embedder::embed`] returns.
-pub type EmbedFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<Vec<f32>>, SearchError>> + Send + 'a>>;
-
-/// The future [`Embedder::embed_query`] returns.
-pub type QueryEmbedFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<Vec<f32>, SearchError>> + Send + 'a>>;
-
-/// Turns texts into vectors of a fixed dimension.
-///
-/// Batch-first and async, because real embedders are a model server or an HTTP API
-/// where one call for many texts is what is fast. Like [`Index`], it returns boxed
-/// futures so that `Arc<dyn Embedder>` works.
-///
-/// [`HashingEmbedder`](crate::HashingEmbedder) is the offline one shipped here; a
-/// neural embedder plugs in by implementing this trait:
-///
-/// ```
-/// use aaa_search::{EmbedFuture, Embedder, SearchError};
-///
-/// /// Calls some embedding service (here: the text's length, for the example).
-/// struct MyService;
-///
-/// impl Embedder for MyService {
-///     fn dimension(&self) -> usize {
-///         2
-///     }
-///
-///     fn embed<'a>(&'a self, texts: &'a [&'a str]) -> EmbedFuture<'a> {
-///         Box::pin(async move {
-///             // e.g. `client.post(url).json(texts).send().await.map_err(SearchError::embedder)?`
-///             Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
-///         })
-///     }
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// let vectors = MyService.embed(&["ab", "abc"]).await.unwrap();
-/// assert_eq!(vectors, vec![vec![2.0, 1.0], vec![3.0, 1.0]]);
-/// assert_eq!(MyService.embed_query("abcd").await.unwrap(), vec![4.0, 1.0]);
-/// # }
-/// ```
-pub trait Embedder: Send + Sync {
-    /// The length of every vector it returns.
-    fn dimension(&self) -> usize;
-
-    /// One vector per text, in order.
-    fn embed<'a>(&'a self, texts: &'a [&'a str]) -> EmbedFuture<'a>;
-
-    /// The vector of a query. The default embeds it like a document; override it for
-    /// models that embed queries differently (an instruction or a `query:` prefix).
-    fn embed_query<'a>(&'a self, query: &'a str) -> QueryEmbedFuture<'a> {
-        Box::pin(async move {
-            let texts = [query];
-            let vectors = self.embed(&texts).await?;
-            let got = vectors.len();
-            match <[Vec<f32>; 1]>::try_from(vectors) {
-                Ok([vector]) => Ok(vector),
-                Err(_) => Err(SearchError::EmbeddingCount { expected: 1, got }),
-            }
-        })
-    }
-}
-
-impl<E: Embedder + ?Sized> Embedder for Arc<E> {
-    fn dimension(&self) -> usize {
-        (**self).dimension()
-    }
-    fn embed<'a>(&'a self, texts: &'a [&'a str]) -> EmbedFuture<'a> {
-        (**self).embed(texts)
-    }
-    fn embed_query<'a>(&'a self, query: &'a str) -> QueryEmbedFuture<'a> {
-        (**self).embed_query(query)
-    }
-}
-
-impl<E: Embedder + ?Sized> Embedder for Box<E> {
-    fn dimension(&self) -> usize {
-        (**self).dimension()
-    }
-    fn embed<'a>(&'a self, texts: &'a [&'a str]) -> EmbedFuture<'a> {
-        (**self).embed(texts)
-    }
-    fn embed_query<'a>(&'a self, query: &'a str) -> QueryEmbedFuture<'a> {
-        (**self).embed_query(query)
-    }
-}
+pub use embedder::{EmbedFuture, Embedder, QueryEmbedFuture};
 
 /// The dot product, written so the compiler vectorizes it: eight independent lanes
 /// over contiguous `f32`s, then the tail.
@@ -540,135 +460,6 @@ impl<E: Embedder> Index for VectorIndex<E> {
             let vector = self.embedder.embed_query(query).await?;
             self.search_sync(&vector, k)
         })
-    }
-}
-
-#[cfg(feature = "hnsw")]
-mod ann {
-    //! The HNSW graph over the store's rows.
-
-    use hnsw_rs::anndists::dist::Distance;
-    use hnsw_rs::hnsw::Hnsw;
-
-    use super::{HnswParams, dot};
-
-    /// `1 - cosine` for unit vectors, clamped at 0: rounding can make the dot product
-    /// of a vector with itself exceed 1, which `hnsw_rs`'s own `DistDot` asserts
-    /// against.
-    #[derive(Debug, Clone, Copy, Default)]
-    pub(super) struct UnitCosine;
-
-    impl Distance<f32> for UnitCosine {
-        fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-            (1.0 - dot(a, b)).max(0.0)
-        }
-    }
-
-    /// The graph and the map between its node ids ("slots") and store rows. Rows move
-    /// when documents are deleted; slots never do.
-    pub(super) struct Ann {
-        params: HnswParams,
-        graph: Hnsw<'static, f32, UnitCosine>,
-        /// The slot of each row.
-        slot_of_row: Vec<usize>,
-        /// The row of each slot; `None` for a replaced or deleted vector.
-        row_of_slot: Vec<Option<usize>>,
-        dead: usize,
-    }
-
-    impl std::fmt::Debug for Ann {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("Ann")
-                .field("params", &self.params)
-                .field("live", &self.slot_of_row.len())
-                .field("dead", &self.dead)
-                .finish()
-        }
-    }
-
-    impl Ann {
-        pub(super) fn new(params: HnswParams) -> Self {
-            Ann {
-                params,
-                graph: Self::graph(params, 0),
-                slot_of_row: Vec::new(),
-                row_of_slot: Vec::new(),
-                dead: 0,
-            }
-        }
-
-        fn graph(params: HnswParams, capacity: usize) -> Hnsw<'static, f32, UnitCosine> {
-            Hnsw::new(
-                params.max_connections,
-                capacity.max(1024),
-                params.max_layers,
-                params.ef_construction,
-                UnitCosine,
-            )
-        }
-
-        /// Points `row` at a new node holding `vector` (masking its old node, if any).
-        pub(super) fn set_row(&mut self, row: usize, vector: &[f32]) {
-            let slot = self.row_of_slot.len();
-            self.row_of_slot.push(Some(row));
-            if row < self.slot_of_row.len() {
-                let old = std::mem::replace(&mut self.slot_of_row[row], slot);
-                self.row_of_slot[old] = None;
-                self.dead += 1;
-            } else {
-                self.slot_of_row.push(slot);
-            }
-            self.graph.insert_slice((vector, slot));
-        }
-
-        /// Follows the store's `swap_remove` of `row` (`last` moved into its place).
-        pub(super) fn remove_row(&mut self, row: usize, last: usize) {
-            let slot = self.slot_of_row.swap_remove(row);
-            self.row_of_slot[slot] = None;
-            self.dead += 1;
-            if row != last {
-                let moved = self.slot_of_row[row];
-                self.row_of_slot[moved] = Some(row);
-            }
-        }
-
-        /// Whether the graph beats a scan: not for small indexes, nor when `k` is a
-        /// large share of the documents (a graph search then also tends to return
-        /// fewer than `k`).
-        pub(super) fn worth_it(&self, k: usize, live: usize) -> bool {
-            live > self.params.exact_below && k.saturating_mul(10) < live
-        }
-
-        pub(super) fn needs_rebuild(&self) -> bool {
-            self.dead > 1024 && self.dead > self.slot_of_row.len()
-        }
-
-        /// A fresh graph over exactly `rows`.
-        pub(super) fn rebuild(&mut self, rows: &[&[f32]]) {
-            self.graph = Self::graph(self.params, rows.len());
-            self.slot_of_row = (0..rows.len()).collect();
-            self.row_of_slot = (0..rows.len()).map(Some).collect();
-            self.dead = 0;
-            for (slot, vector) in rows.iter().enumerate() {
-                self.graph.insert_slice((vector, slot));
-            }
-        }
-
-        /// Rows of (about) the `k` nearest live vectors.
-        pub(super) fn candidates(&self, query: &[f32], k: usize) -> Vec<usize> {
-            if self.slot_of_row.is_empty() {
-                return Vec::new();
-            }
-            let live = |slot: &usize| self.row_of_slot.get(*slot).is_some_and(Option::is_some);
-            // The graph reserves `ef` entries up front: never ask for more than it holds.
-            let k = k.min(self.slot_of_row.len());
-            let ef = self.params.ef_search.max(k);
-            self.graph
-                .search_filter(query, k, ef, Some(&live))
-                .into_iter()
-                .filter_map(|n| self.row_of_slot.get(n.d_id).copied().flatten())
-                .collect()
-        }
     }
 }
 
