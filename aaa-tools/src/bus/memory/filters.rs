@@ -18,12 +18,6 @@
 //! the next publish on it, until a consumer or replay comes or goes (the bus's
 //! *generation* then changes, and it is worked out again).
 
-use std::collections::HashMap;
-use std::sync::Weak;
-
-use super::Hasher;
-use super::consumers::ConsumerState;
-use super::replay::Replay;
 use crate::bus::subject_matches;
 
 /// The filters of a consumer or replay, checked when it was made.
@@ -60,49 +54,39 @@ pub(super) struct Wakes {
 }
 
 impl Wakes {
-    /// Whom a publish on `subject` wakes: read from `remembered` (the run's copy of the
-    /// subject, when it keeps one) if that was worked out in this `generation`, else
-    /// worked out now (and remembered there). `None` when there are too many consumers
-    /// or replays for the bits: each publish then matches them itself.
+    /// Whom a publish wakes: read from `remembered` (the run's copy of the subject,
+    /// when it keeps one) if that was worked out in this `generation`, else worked
+    /// out now with `work_out` (and remembered there).
     pub(super) fn remembered(
         remembered: Option<&mut Option<Wakes>>,
-        subject: &str,
-        consumers: &HashMap<String, ConsumerState, Hasher>,
-        replays: &[Weak<Replay>],
         generation: u64,
+        work_out: impl FnOnce() -> Option<Wakes>,
     ) -> Option<Wakes> {
         match remembered {
             Some(Some(wakes)) if wakes.generation == generation => Some(*wakes),
             Some(slot) => {
-                *slot = Wakes::of(subject, consumers, replays, generation);
+                *slot = work_out();
                 *slot
             }
-            None => Wakes::of(subject, consumers, replays, generation),
+            None => work_out(),
         }
     }
 
-    /// Matches `subject` against every consumer and replay.
-    fn of(
-        subject: &str,
-        consumers: &HashMap<String, ConsumerState, Hasher>,
-        replays: &[Weak<Replay>],
+    /// The wakes of `generation` from whether each consumer and each replay matches,
+    /// in the order of the bus's consumer map and replay list. `None` when there are
+    /// too many of either for the bits: each publish then matches them itself.
+    pub(super) fn of(
         generation: u64,
+        consumers: impl ExactSizeIterator<Item = bool>,
+        replays: impl ExactSizeIterator<Item = bool>,
     ) -> Option<Wakes> {
         if consumers.len() > 64 || replays.len() > 64 {
             return None;
         }
-        let bits = |matched: &mut dyn Iterator<Item = bool>| {
-            matched
-                .enumerate()
-                .fold(0_u64, |bits, (i, m)| bits | (u64::from(m) << i))
-        };
         Some(Wakes {
             generation,
-            consumers: bits(&mut consumers.values().map(|c| c.filters.matches(subject))),
-            replays: bits(&mut replays.iter().map(|r| {
-                r.upgrade()
-                    .is_some_and(|replay| replay.filters.matches(subject))
-            })),
+            consumers: bits(consumers),
+            replays: bits(replays),
         })
     }
 
@@ -115,6 +99,13 @@ impl Wakes {
     pub(super) fn replay(&self, i: usize) -> bool {
         self.replays >> i & 1 == 1
     }
+}
+
+/// `matched` as bits, the first one lowest.
+fn bits(matched: impl Iterator<Item = bool>) -> u64 {
+    matched
+        .enumerate()
+        .fold(0, |bits, (i, m)| bits | (u64::from(m) << i))
 }
 
 #[cfg(test)]

@@ -233,7 +233,16 @@ impl MemoryBus {
         let seq = appended.seq;
         replay::forget_dropped(replays, generation);
         let remembered = appended.interned.map(|interned| &mut interned.wakes);
-        let wakes = Wakes::remembered(remembered, subject, consumers, replays, *generation);
+        let wakes = Wakes::remembered(remembered, *generation, || {
+            Wakes::of(
+                *generation,
+                consumers.values().map(|c| c.filters.matches(subject)),
+                replays.iter().map(|r| {
+                    r.upgrade()
+                        .is_some_and(|replay| replay.filters.matches(subject))
+                }),
+            )
+        });
         // Woken after the lock is released.
         let mut wake: SmallVec<[Arc<Notify>; 4]> = SmallVec::new();
         consumers::published(consumers, seq, subject, wakes, &mut wake);
