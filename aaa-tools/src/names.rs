@@ -34,6 +34,7 @@
 //! an outcome republished across the upgrade is not recognised as a repeat, and the
 //! caller keeps the first outcome it reads, as always.
 
+use crate::event::kinds::{TOOL_CANCELLED, TOOL_COMPLETED, TOOL_FAILED};
 use crate::ids::{CallId, RunId, TenantId};
 
 /// The separator: a character no id may hold.
@@ -141,13 +142,13 @@ pub(crate) fn subject(tenant: &TenantId, run: &RunId, kind: &str) -> String {
 /// Whether events of type `kind` are a call's outcome (`aaa.tool.completed`,
 /// `aaa.tool.failed`).
 pub(crate) fn is_outcome(kind: &str) -> bool {
-    kind == crate::event::TOOL_COMPLETED || kind == crate::event::TOOL_FAILED
+    kind == TOOL_COMPLETED || kind == TOOL_FAILED
 }
 
 /// Whether events of type `kind` about a call travel on a subject of their own call:
 /// outcomes, and cancels (`aaa.tool.cancelled`), which workers look up by call.
 fn per_call(kind: &str) -> bool {
-    is_outcome(kind) || kind == crate::event::TOOL_CANCELLED
+    is_outcome(kind) || kind == TOOL_CANCELLED
 }
 
 /// The subject an event of type `kind` about `call` travels on: [`subject`], and for
@@ -199,13 +200,12 @@ pub(crate) fn outcome_filter(tenant: &TenantId, run: &RunId, call: &CallId) -> S
 /// The subjects of one call's outcome facts, completed and failed: where to look a
 /// call's outcome up when its [`outcome_filter`] finds the call's cancel first.
 pub(crate) fn outcome_subjects(tenant: &TenantId, run: &RunId, call: &CallId) -> [String; 2] {
-    [crate::event::TOOL_COMPLETED, crate::event::TOOL_FAILED]
-        .map(|kind| event_subject(tenant, run, kind, Some(call)))
+    [TOOL_COMPLETED, TOOL_FAILED].map(|kind| event_subject(tenant, run, kind, Some(call)))
 }
 
 /// The subject of a cancel of `call`: `aaa.<tenant>.<run>.tool.cancelled.<call>`.
 pub(crate) fn cancel_subject(tenant: &TenantId, run: &RunId, call: &CallId) -> String {
-    event_subject(tenant, run, crate::event::TOOL_CANCELLED, Some(call))
+    event_subject(tenant, run, TOOL_CANCELLED, Some(call))
 }
 
 /// The filter matching every cancel of every tenant's runs (what a worker listens to).
@@ -352,7 +352,7 @@ mod tests {
             .collect();
         out.push(("budget".into(), budget_key(t, r)));
         out.push(("idempotency".into(), idempotency_key(t, r, c)));
-        for kind in crate::event::ALL_TYPES {
+        for kind in crate::event::kinds::ALL_TYPES {
             out.push((kind.to_string(), subject(t, r, kind)));
         }
         out.push(("filter".into(), run_filter(t, r)));
@@ -374,7 +374,7 @@ mod tests {
                     prop_assert_eq!(other.parse(&name), None);
                 }
             }
-            for kind in crate::event::ALL_TYPES {
+            for kind in crate::event::kinds::ALL_TYPES {
                 let subject = subject(t, r, kind);
                 prop_assert_eq!(run_of_subject(&subject), Some((t.clone(), r.clone())));
                 prop_assert!(in_run(&subject, t, r));
@@ -384,7 +384,7 @@ mod tests {
             prop_assert!(crate::bus::subject_matches(ALL_CANCELS, &cancel));
             prop_assert!(crate::bus::subject_matches(&outcome_filter(t, r, c), &cancel));
             prop_assert_eq!(OutcomeSubject::parse(&cancel), None);
-            for (kind, completed) in [(crate::event::TOOL_COMPLETED, true), (crate::event::TOOL_FAILED, false)] {
+            for (kind, completed) in [(TOOL_COMPLETED, true), (TOOL_FAILED, false)] {
                 let outcome = event_subject(t, r, kind, Some(c));
                 let parsed = OutcomeSubject::parse(&outcome).expect("an outcome's subject");
                 prop_assert_eq!(&outcome[parsed.run.clone()], r.as_str());
@@ -408,7 +408,7 @@ mod tests {
             prop_assume!(a != b);
             let (na, nb) = (names(&a), names(&b));
             let same_run = a.0 == b.0 && a.1 == b.1;
-            for kind in crate::event::ALL_TYPES {
+            for kind in crate::event::kinds::ALL_TYPES {
                 prop_assert_eq!(in_run(&subject(&a.0, &a.1, kind), &b.0, &b.1), same_run);
             }
             for (label, name) in &na {
