@@ -31,7 +31,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::model::Message;
-use crate::tool_loop::{LoopEnd, LoopError};
+use crate::tool_loop::end::{LoopEnd, LoopError};
 use crate::turn::{AssistantTurn, Usage};
 use crate::wire::Fact;
 

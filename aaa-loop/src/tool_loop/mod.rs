@@ -9,7 +9,7 @@ use crate::model::{Message, Model};
 
 mod calls;
 mod driver;
-mod end;
+pub(crate) mod end;
 mod limits;
 mod stream;
 
