@@ -47,7 +47,7 @@ use crate::cancel::{self, Session};
 use crate::follow::{Fact, Follower, OUTCOME_SEEN, Watch};
 use crate::forward::Forwarded;
 use crate::idempotency;
-use crate::reply::{self, Shaped};
+use crate::reply::{self, Shaped, engine_error};
 use crate::server::Shared;
 use crate::state::Sealed;
 
@@ -598,9 +598,4 @@ pub(crate) fn client_name(cx: &RequestContext<RoleServer>) -> String {
     cx.client_info()
         .map(|info| info.name)
         .unwrap_or_else(|| "unnamed client".to_owned())
-}
-
-/// An engine failure (not a tool's: those are outcomes) as a JSON-RPC error.
-pub(crate) fn engine_error(error: EngineError) -> ErrorData {
-    ErrorData::internal_error(format!("the engine failed: {error}"), None)
 }

@@ -1,5 +1,6 @@
 //! From an engine [`Outcome`] to an MCP `tools/call` result, and [`McpReply`]: the
-//! result a tool returns when it shapes its MCP answer itself.
+//! result a tool returns when it shapes its MCP answer itself. (A failure of the
+//! engine itself, not of a tool, is a JSON-RPC internal error instead.)
 //!
 //! | outcome | MCP result |
 //! |---|---|
@@ -20,7 +21,8 @@
 //! A non-object `structuredContent` is what protocol `2026-07-28` allows; for older
 //! clients rmcp leaves it out and the text carries the value.
 
-use aaa_tools::{CallId, Outcome, RunId};
+use aaa_tools::{CallId, EngineError, Outcome, RunId};
+use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, InputRequests, MetaObject};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -220,6 +222,11 @@ fn reply_of(result: &Value) -> Result<Option<ReplyBody>, String> {
     serde_json::from_value(body.clone())
         .map(Some)
         .map_err(|error| format!("the tool's `{REPLY_KEY}` result is malformed: {error}"))
+}
+
+/// An engine failure (not a tool's: those are outcomes) as a JSON-RPC error.
+pub(crate) fn engine_error(error: EngineError) -> ErrorData {
+    ErrorData::internal_error(format!("the engine failed: {error}"), None)
 }
 
 #[cfg(test)]

@@ -90,10 +90,9 @@ use rmcp::service::RequestContext;
 use serde_json::{Map, Value, json};
 
 use crate::approval::{self, APPROVAL_INPUT, Approvals};
-use crate::call::engine_error;
 use crate::caller::{McpRequest, REQUEST_META_KEY};
 use crate::idempotency;
-use crate::reply::{self, Shaped};
+use crate::reply::{self, Shaped, engine_error};
 use crate::server::Shared;
 use observe::Observed;
 use record::TaskRecord;

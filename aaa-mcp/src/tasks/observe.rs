@@ -10,6 +10,8 @@ use aaa_tools::event::{
 use aaa_tools::{Engine, Outcome, RunId, TenantId};
 use rmcp::ErrorData;
 
+use crate::reply::engine_error;
+
 /// The state of a round's call.
 #[derive(Debug)]
 pub(crate) enum Observed {
@@ -48,10 +50,7 @@ pub(crate) async fn observe(
     call: &aaa_tools::CallId,
 ) -> Result<Observed, ErrorData> {
     let handle = engine.run_for(tenant.clone(), run.clone());
-    let finished = handle
-        .outcome_fact(call)
-        .await
-        .map_err(|error| ErrorData::internal_error(format!("the engine failed: {error}"), None))?;
+    let finished = handle.outcome_fact(call).await.map_err(engine_error)?;
     let bus = engine.bus();
     let first = |filter: String| async move {
         let stored = bus
