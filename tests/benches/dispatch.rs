@@ -113,6 +113,49 @@
 //! gains more (about 30 %): the ratio is no better. So the README advises such an
 //! allocator for a long-running engine, and this bench keeps glibc's, the default a
 //! user starts with.
+//!
+//! ## Against older code, in the same sitting
+//!
+//! A figure from another day says little on this machine, so older versions of this
+//! bench were built from their commits and run alternately with this one, on an idle
+//! 2-core virtual machine, the caller a task: d404d6e (before the wire checks, the
+//! per-tenant outcome listener and cancels landed, and before the embedded bus was
+//! split by job and the NATS backend moved out), seven summaries against seven of
+//! this one's; then 14262b1 (the listener in, the bus not yet split), three against
+//! three more. Each summary alone, as `<binary> --bench zzz_none` run from `tests/`
+//! (the filter matches no criterion group):
+//!
+//! ```text
+//! git worktree add ../older d404d6e && cd ../older
+//! cargo bench -p aaa-tests --bench dispatch --no-run   # prints the binary's path
+//! ```
+//!
+//! | code | guarded engine @64 | rmcp duplex @64 | ratio | unguarded @64 | latency @1 |
+//! |---|---|---|---|---|---|
+//! | d404d6e | 72.6k (56.7k–84.7k) | 32.8k | 2.31 (1.73–2.47) | 110.1k | 24.9 µs |
+//! | 14262b1 | 54.3k (53.7k–62.2k) | 31.5k | 1.76 (1.70–1.87) | 80.0k | 29.6 µs |
+//! | this | 72.0k (59.4k–82.2k) | 33.0k | 2.17 (1.80–2.51) | 95.2k | 33.6 µs |
+//!
+//! (Medians, this one's over its ten summaries, with the range where it matters; a
+//! ratio is a summary's own, its two figures measured within one round.) Against
+//! d404d6e the guarded engine's throughput is the same and the ratios are not told
+//! apart by seven runs each (the older code's exceeds the newer's in 30 of the 49
+//! pairs); both fall under 2 now and then. 14262b1 was under 2 in each of its three
+//! summaries, and this one over it in each of the three paired with them (1.80 against
+//! 1.70, 2.26 against 1.76, 2.42 against 1.87). The unguarded engine lost about an
+//! eighth since d404d6e and a call at one in flight waits about a third longer, still
+//! 0.28 to 0.42 of rmcp's.
+//!
+//! Instructions a call, counted as `per_call` says (guard on, 9 600 calls less
+//! 3 200), follow the history: 36 056 at d404d6e; 39 136 with the wire checks
+//! (f85e36e); 38 445 with the API's refusals (5bb9466); 50 653 once outcomes were
+//! awaited through a listener per tenant, each on a subject of its call's own
+//! (440ee46), which lets a NATS server hold ten thousand runs; 49 289 with the
+//! embedded bus split by job (c226e7f) and 50 432 with its hand-built structures
+//! replaced (bf6c55c); 44 131 after the work on publishes and outcome subjects
+//! (0edfc35); 45 482 now. A call costs a quarter more instructions than at
+//! d404d6e, and the same wall time at 64 in flight: what a call keeps in memory (see
+//! above), not what it executes, sets that figure.
 use std::cell::Cell;
 use std::hint::black_box;
 use std::sync::{Arc, OnceLock};
