@@ -106,7 +106,8 @@
 //!   to 1.04 to 1.11. Recording a turn costs about what any message on the embedded
 //!   bus costs (3 100 instructions a turn by cachegrind, `--count` as above: append,
 //!   de-duplicate, trim, allocate), and a call already makes three;
-//! - the turn's fact without its id (no de-duplication): 1.13 to 1.17, within noise;
+//! - the turn's fact without its id (no de-duplication): 1.13 to 1.17, within noise
+//!   in that sitting (kept later: see below);
 //! - the fact holding the turn number only, not the turn: no faster (1.20 to 1.23);
 //! - both histories bounded to 1 000 (messages, settled calls): every call faster
 //!   (a direct call 10 µs against 14 µs), the ratio the same (1.14 to 1.19);
@@ -117,6 +118,36 @@
 //! instruction misses (137 in the loop's own future, whose code for one turn spans
 //! some 9 KB) and 210 more data misses. What is left to win is the cost of a message
 //! on the bus, which every call pays three times over, and the loop's code size.
+//!
+//! Later still, the turn's fact went on the bus without a de-duplication id (readers
+//! take the first fact of each turn number, so the bus need not drop a repeat: see
+//! [`aaa_loop::facts`]). Counted as above, a turn 51 950 instructions before, 51 329
+//! after, against a direct call's 49 369 (1.052 to 1.040): the id's admission into
+//! the bus's 100 000-entry window is three probes of a table that no longer fits a
+//! cache. Timed, the two binaries alternating, six summaries each on an idle
+//! machine, the paired medians:
+//!
+//! | | two worker threads | current-thread runtime |
+//! |---|---|---|
+//! | before | 1.155 to 1.181, median 1.159 | 1.148 to 1.166, median 1.162 |
+//! | after | 1.107 to 1.154, median 1.116 | 1.141 to 1.165, median 1.150 |
+//!
+//! Six more summaries of the same binary, later in the same sitting: medians 1.128
+//! and 1.140. Cachegrind (`--count`, 40 runs of 25 and of 5) says what stays: a turn
+//! misses the first-level instruction cache 3 031 times to a direct call's 2 813
+//! (1.077), the first-level data cache 1 230 to 1 045 (1.177), the last level 49 to
+//! 44, for 1.040 of its instructions; 139 of a turn's instruction misses are in the
+//! loop's own future, against 45 in the direct caller's. Without the turn's fact
+//! (not durable: measurement only) the paired medians were 1.02 to 1.06: recording a
+//! turn is still the larger part of what a turn adds, and it is one message on the
+//! bus like any other. Tried in the same sitting and not kept, none of them outside
+//! the noise of the table above (a few hundredths either way from one run of six
+//! summaries to the next): the turn's number written without `core::fmt` and each
+//! call id built on the stack (two allocations fewer a turn, 50 910 instructions);
+//! with that, a turn's event id kept as a shared prefix and its number, written only
+//! when the fact is (one more fewer, 50 523); and the loop's two steps polled from
+//! functions of their own, apart from the loop's future (more cache misses a turn,
+//! not fewer: 3 057 and 1 300).
 //!
 //! Without `--bench` (as under `cargo test --benches`) it runs each path once and
 //! checks the answers.

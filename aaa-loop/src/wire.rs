@@ -49,13 +49,31 @@ impl<T: Serialize + Send + Sync + 'static> Fact<T> {
         }
     }
 
-    /// Publishes the fact on `subject` (the run's subject for its kind),
-    /// de-duplicated by its id.
-    pub(crate) async fn publish(self, bus: &dyn Bus, subject: &str) -> Result<(), BusError> {
-        let id = self.id.clone();
-        bus.publish(subject, Payload::deferred(self), Some(&id))
+    /// Publishes the fact on `subject` (the run's subject for its kind).
+    pub(crate) async fn publish(
+        self,
+        bus: &dyn Bus,
+        subject: &str,
+        dedupe: Dedupe,
+    ) -> Result<(), BusError> {
+        let msg_id = match dedupe {
+            Dedupe::ById => Some(self.id.clone()),
+            Dedupe::No => None,
+        };
+        bus.publish(subject, Payload::deferred(self), msg_id.as_deref())
             .await
     }
+}
+
+/// Whether the bus drops a later publish of a fact's id.
+#[derive(Clone, Copy)]
+pub(crate) enum Dedupe {
+    /// Within the bus's window, as it would a retried publish of the same fact.
+    ById,
+    /// Never: for a fact whose id is fresh (no other publish has it), and for a
+    /// turn, whose readers take the first fact of each number (see
+    /// [`facts`](crate::facts)).
+    No,
 }
 
 /// The attributes of [`Event`](aaa_tools::event::Event), in its order.

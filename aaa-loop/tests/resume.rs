@@ -146,3 +146,39 @@ async fn a_pending_approval_outlives_the_loop_that_asked() {
     assert_eq!((w.seen.paid(), model.calls()), (1, 1));
     assert_eq!(facts_of(&run, TOOL_REQUESTED).await.len(), 1);
 }
+
+/// A turn's fact goes on the bus without a de-duplication id: a second fact of a
+/// turn (a publish retried after the first was stored, or a reader's copy) is stored
+/// too, and a resumed loop reads the first of each number.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_recorded_twice_is_read_as_recorded_first() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let script = [
+        AssistantTurn::tool_calls([add_call("call_1", 2, 3)]),
+        AssistantTurn::answer("The sum is 5"),
+    ];
+    let done = ToolLoop::new(ScriptedModel::new(script), all_tools())
+        .run(&run, ask())
+        .await
+        .unwrap();
+    assert_eq!(done.end, LoopEnd::Final("The sum is 5".into()));
+
+    // Turn 0 again, under its id, saying something else.
+    let mut second = facts_of(&run, LOOP_TURN).await[0].clone();
+    assert_eq!(second.id, format!("loop-turn.default.{}.0", run.run_id()));
+    second.data = json!({"turn": 0, "assistant": AssistantTurn::answer("Something else")});
+    run.engine().publish(&second).await.unwrap();
+    assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 3, "stored");
+
+    let idle = Arc::new(ScriptedModel::new([]));
+    let again = ToolLoop::new(idle.clone(), all_tools())
+        .run(&run, ask())
+        .await
+        .unwrap();
+    assert_eq!(again.end, LoopEnd::Final("The sum is 5".into()));
+    assert_eq!(
+        (again.resumed_turns, idle.calls(), w.seen.adds()),
+        (2, 0, 1)
+    );
+}
