@@ -10,15 +10,30 @@ use aaa_loop::{
     AssistantTurn, LoopEnd, LoopEvent, Message, Model, ModelFuture, ModelRequest, ScriptedModel,
     ToolLoop,
 };
-use aaa_tools::ApprovalDecision;
 use aaa_tools::event::TOOL_REQUESTED;
+use aaa_tools::{ApprovalDecision, RunHandle};
 use futures::StreamExt;
 use serde_json::json;
-use support::{add_call, all_tools, call, facts_of, next_approval, within, world};
+use support::{World, add_call, all_tools, call, facts_of, next_approval, within, world};
 use tokio::sync::Notify;
 
 fn ask() -> Vec<Message> {
     vec![Message::user("What is 2 + 3?")]
+}
+
+/// A loop started again on `run`, which ended with "The sum is 5" after two turns and
+/// one `add`: it ends with that answer, asking its model nothing and running no tool.
+async fn ends_again_asking_nobody(w: &World, run: &RunHandle) {
+    let idle = Arc::new(ScriptedModel::new([]));
+    let again = ToolLoop::new(idle.clone(), all_tools())
+        .run(run, ask())
+        .await
+        .unwrap();
+    assert_eq!(again.end, LoopEnd::Final("The sum is 5".into()));
+    assert_eq!(
+        (again.resumed_turns, idle.calls(), w.seen.adds()),
+        (2, 0, 1)
+    );
 }
 
 /// Answers its first turn from `first`, then hangs, saying so on `reached`: the
@@ -100,16 +115,7 @@ async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
     assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 2);
 
     // A finished run ends again with its answer, asking nobody.
-    let idle = Arc::new(ScriptedModel::new([]));
-    let again = ToolLoop::new(idle.clone(), all_tools())
-        .run(&handle, ask())
-        .await
-        .unwrap();
-    assert_eq!(again.end, LoopEnd::Final("The sum is 5".into()));
-    assert_eq!(
-        (again.resumed_turns, idle.calls(), w.seen.adds()),
-        (2, 0, 1)
-    );
+    ends_again_asking_nobody(&w, &handle).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -171,14 +177,5 @@ async fn a_turn_recorded_twice_is_read_as_recorded_first() {
     run.engine().publish(&second).await.unwrap();
     assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 3, "stored");
 
-    let idle = Arc::new(ScriptedModel::new([]));
-    let again = ToolLoop::new(idle.clone(), all_tools())
-        .run(&run, ask())
-        .await
-        .unwrap();
-    assert_eq!(again.end, LoopEnd::Final("The sum is 5".into()));
-    assert_eq!(
-        (again.resumed_turns, idle.calls(), w.seen.adds()),
-        (2, 0, 1)
-    );
+    ends_again_asking_nobody(&w, &run).await;
 }
