@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use aaa_tools::RecordKind;
 use aaa_tools::bus::{Bus, MemoryBus};
-use aaa_tools::event::{self, APPROVAL_REQUESTED, ApprovalRefused, ApprovalRequested, Event};
+use aaa_tools::event::{
+    self, APPROVAL_REQUESTED, ApprovalRefused, ApprovalRequested, Attachment, Event,
+};
 use aaa_tools::{
     ApprovalDecision, CallId, Engine, FailureKind, GuardPolicy, MemoryStore, Outcome, PostCall,
     PreCall, RunHandle, RunId, State, TenantId, ToolCall, ToolContext, ToolError, ToolHandler,
@@ -293,6 +295,52 @@ async fn a_call_completes_and_reads_its_context() {
         outcome.result().unwrap(),
         &json!({"run": "run-1", "call": "call_7", "tenant": "acme", "attempt": 1, "fence": 1, "key": "acme/run-1/call_7", "meta": {"user": "ada"}})
     );
+}
+
+/// A caller's attachment is stored in its call's request and read back by a reader of
+/// the run's bytes; one whose data has no JSON form is written as its error, and its
+/// call still runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_attachment_is_stored_in_its_request() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let keys: std::collections::BTreeMap<(u8, u8), u8> = [((1, 2), 3)].into();
+    let attached = |id: &str, attachment: Attachment| {
+        ToolCall::new("add", json!({"a": 1, "b": 1}))
+            .with_id(CallId::new(id).unwrap())
+            .with_attachment(attachment)
+    };
+    let calls = vec![
+        attached(
+            "call_1",
+            Attachment::new("example.step", json!({"step": 1})),
+        ),
+        attached("call_2", Attachment::new("example.bad", keys)),
+    ];
+    let outcomes = run.call_all(calls).await.unwrap();
+    assert!(
+        outcomes.iter().all(|o| o.result() == Some(&json!(2))),
+        "{outcomes:?}"
+    );
+
+    let requests: Vec<event::ToolRequested> = aaa_tests::facts_until_now(&run)
+        .await
+        .into_iter()
+        .filter(|fact| fact.kind == event::TOOL_REQUESTED)
+        .map(|fact| fact.data_as().unwrap())
+        .collect();
+    let attachment = |id: &str| {
+        let request = requests.iter().find(|r| r.call_id.as_str() == id);
+        request.and_then(|r| r.attachment.clone()).expect(id)
+    };
+    let step = attachment("call_1");
+    assert_eq!(step.kind(), "example.step");
+    assert_eq!(step.data::<Value>().unwrap(), json!({"step": 1}));
+    let bad = attachment("call_2")
+        .data::<Value>()
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("key must be a string"), "{bad}");
 }
 
 /// The handler reads a request's arguments where they lie in the bus's message; a

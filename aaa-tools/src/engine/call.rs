@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::new_call_id;
+use crate::event::Attachment;
 use crate::ids::CallId;
 
 /// One tool call of a model turn.
@@ -23,6 +24,8 @@ pub struct ToolCall {
     pub arguments: Arc<Value>,
     /// Metadata for the tool (`ToolContext::meta`).
     pub meta: Map<String, Value>,
+    /// The caller's own record, stored in the request's message (see [`Attachment`]).
+    pub attachment: Option<Attachment>,
     /// Whether `call_id` was made by [`with_new_id`](Self::with_new_id): no earlier
     /// call can have it.
     pub(super) fresh: bool,
@@ -36,6 +39,7 @@ impl ToolCall {
             name: name.into(),
             arguments: arguments.into(),
             meta: Map::new(),
+            attachment: None,
             fresh: false,
         }
     }
@@ -72,6 +76,24 @@ impl ToolCall {
     /// Adds metadata.
     pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
         self.meta = meta;
+        self
+    }
+
+    /// Stores `attachment` in the request's message: on the bus exactly when the
+    /// request is. An agent loop records its model turn with the turn's first request
+    /// this way (a turn must be durable before any of its calls is requested).
+    ///
+    /// ```
+    /// use aaa_tools::ToolCall;
+    /// use aaa_tools::event::Attachment;
+    /// use serde_json::json;
+    ///
+    /// let call = ToolCall::new("add", json!({"a": 1, "b": 2}))
+    ///     .with_attachment(Attachment::new("example.step", json!({"step": 1})));
+    /// assert_eq!(call.attachment.unwrap().kind(), "example.step");
+    /// ```
+    pub fn with_attachment(mut self, attachment: Attachment) -> Self {
+        self.attachment = Some(attachment);
         self
     }
 }

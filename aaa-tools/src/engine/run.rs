@@ -132,6 +132,7 @@ impl RunHandle {
             name: call.name,
             arguments: call.arguments,
             meta: call.meta,
+            attachment: call.attachment,
         };
         let event = Draft::new(
             DraftId::fresh(),

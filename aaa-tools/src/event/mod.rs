@@ -26,7 +26,7 @@
 //!
 //! | `type` | `data` |
 //! |---|---|
-//! | `aaa.tool.requested` | `{call_id, name, arguments, meta?}`; `arguments` is an object, or a string of JSON as providers send it |
+//! | `aaa.tool.requested` | `{call_id, name, arguments, meta?, attachment?}`; `arguments` is an object, or a string of JSON as providers send it; `attachment` (`{type, data}`) is the caller's own record, which only readers of the run read ([`Attachment`]) |
 //! | `aaa.tool.completed` | `{call_id, name, result, attempt}` |
 //! | `aaa.tool.failed` | `{call_id, name, kind, message, attempt}`; `kind` is a [`FailureKind`] |
 //! | `aaa.approval.requested` | `{call_id, name, arguments, fingerprint, reason?}` |
@@ -96,9 +96,11 @@ use serde_json::{Map, Value};
 
 use crate::ids::{CallId, RunId, TenantId};
 
+mod attachment;
 mod codec;
 pub(crate) mod kinds;
 
+pub use attachment::Attachment;
 pub(crate) use codec::{Draft, DraftId, Parsed};
 use codec::{new_event_id, now_rfc3339};
 pub use kinds::*;
@@ -314,6 +316,10 @@ pub struct ToolRequested {
     /// Free-form metadata, handed to the tool as `ToolContext::meta`.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub meta: Map<String, Value>,
+    /// The caller's own record, stored with the request and read by nobody else (an
+    /// agent loop's model turn): see [`Attachment`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<Attachment>,
 }
 
 /// `data` of `aaa.tool.completed`.
