@@ -8,27 +8,38 @@
 //! |---|---|---|---|
 //! | `aaa.loop.started` | `aaa.<tenant>.<run>.loop.started` | fresh | `{}`: a loop (re)started on the run; it reads the run's facts up to this one |
 //! | `aaa.loop.input` | `aaa.<tenant>.<run>.loop.input` | `loop-input.<tenant>.<run>` | [`LoopInput`] `{messages}` |
-//! | `aaa.loop.turn` | `aaa.<tenant>.<run>.loop.turn` | `loop-turn.<tenant>.<run>.<turn>` | [`LoopTurn`] `{turn, assistant}` |
+//! | `aaa.loop.turn` | `aaa.<tenant>.<run>.loop.turn` | `loop-turn.<tenant>.<run>.<turn>` | [`LoopTurn`] `{turn, assistant}`, for a turn no request carries (below) |
 //! | `aaa.loop.ended` | `aaa.<tenant>.<run>.loop.ended` | fresh | [`LoopEnded`] `{end, turns, tool_calls, usage}` |
 //!
-//! A turn is published (and stored) before any of its calls is requested, under an
-//! id made from the run and the turn's number. Readers take the first fact of each
-//! turn number, as a resumed loop does, so a second one (a publish retried after the
-//! first was stored) is stored and never read, and the bus is not asked to drop it:
-//! its de-duplication cost a turn 620 instructions of 51 950 and about 0.04 of the
-//! per-turn ratio on two worker threads in the `loop_overhead` bench (the bench's
-//! docs have the figures). The input is de-duplicated by its id; `started` and
-//! `ended` have fresh ids, which nothing repeats. The calls' own facts
-//! (`aaa.tool.requested`, `aaa.approval.*`, `aaa.tool.completed|failed`) are the
-//! engine's, under the call ids of [`loop_call_id`]. A final answer is the last turn
-//! (one without calls); the `aaa.loop.ended` fact is for readers (a UI, an audit)
-//! and each run of the loop publishes one; resuming never reads it.
+//! A turn is on the run before anything it leads to. The first of its calls the loop
+//! requests carries it: the call's `aaa.tool.requested` holds the turn as its
+//! [`Attachment`] (`{"type": "aaa.loop.turn", "data": {turn, assistant}}`), stored in
+//! the same message as the request, so there is never a request of a turn the run
+//! does not hold, and a turn costs no message of its own. That message was most of
+//! what a loop added to a call: in the `loop_overhead` bench the per-turn ratio to a
+//! direct call went from 1.114 to 1.094 on two worker threads and from 1.145 to
+//! 1.070 on a current-thread runtime (the bench's docs have the figures). A turn
+//! none of whose calls is requested (a final answer, a refusal, calls whose
+//! arguments do not read, a turn a budget stopped) is an `aaa.loop.turn` fact of its
+//! own, published before the loop asks the model again or ends.
+//!
+//! Readers take the first record of each turn number, in the run's order, as a
+//! resumed loop does, so a second one (a publish retried after the first was stored)
+//! is stored and never read, and the bus is not asked to drop it: its
+//! de-duplication cost a turn 620 instructions of 51 950 and about 0.04 of the
+//! per-turn ratio on two worker threads in the `loop_overhead` bench. The input is
+//! de-duplicated by its id; `started` and `ended` have fresh ids, which nothing
+//! repeats. The calls' own facts (`aaa.tool.requested`, `aaa.approval.*`,
+//! `aaa.tool.completed|failed`) are the engine's, under the call ids of
+//! [`loop_call_id`]. A final answer is the last turn (one without calls); the
+//! `aaa.loop.ended` fact is for readers (a UI, an audit) and each run of the loop
+//! publishes one; resuming never reads it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 use std::sync::Arc;
 
-use aaa_tools::event::{self, Event, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED};
+use aaa_tools::event::{self, Attachment, Event, TOOL_COMPLETED, TOOL_FAILED, TOOL_REQUESTED};
 use aaa_tools::{CallId, FactError, Outcome, RunHandle};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -44,7 +55,8 @@ use crate::wire::{Dedupe, Fact};
 pub const LOOP_STARTED: &str = "aaa.loop.started";
 /// `aaa.loop.input`: the messages the loop started from.
 pub const LOOP_INPUT: &str = "aaa.loop.input";
-/// `aaa.loop.turn`: one model turn, recorded before its calls are requested.
+/// `aaa.loop.turn`: one model turn; the type of a request's [`Attachment`] that
+/// carries one, and of the fact that records a turn no request carries.
 pub const LOOP_TURN: &str = "aaa.loop.turn";
 /// `aaa.loop.ended`: a run of the loop ended, and why.
 pub const LOOP_ENDED: &str = "aaa.loop.ended";
@@ -147,7 +159,8 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// Records turn `turn`. Returns once the bus has it.
+    /// Records turn `turn` as a fact of its own (a turn none of whose calls is
+    /// requested: see the module's docs). Returns once the bus has it.
     pub(crate) async fn turn(
         &self,
         turn: u32,
@@ -253,6 +266,29 @@ fn fresh_id(prefix: &str) -> String {
     format!("{prefix}.{}", aaa_tools::new_call_id())
 }
 
+/// Turn `turn`, to go with the first call of it the loop requests.
+pub(crate) fn turn_attachment(turn: LoopTurn) -> Attachment {
+    Attachment::new(LOOP_TURN, turn)
+}
+
+/// The turn a request carries (see [`turn_attachment`]), if it carries one.
+fn attached_turn(request: &Event) -> Result<Option<LoopTurn>, LoopError> {
+    let Some(attachment) = request.data.get("attachment") else {
+        return Ok(None);
+    };
+    // Another caller's record, or none we can read as one: not the loop's.
+    let Ok(attachment) = Attachment::deserialize(attachment) else {
+        return Ok(None);
+    };
+    if attachment.kind() != LOOP_TURN {
+        return Ok(None);
+    }
+    let turn = attachment
+        .data()
+        .map_err(|error| LoopError::Unreadable(format!("the turn a request carries: {error}")))?;
+    Ok(Some(turn))
+}
+
 /// What a run holds of a loop: read back when the loop (re)starts.
 #[derive(Debug, Default)]
 pub(crate) struct Recorded {
@@ -283,6 +319,9 @@ impl Recorded {
                 turns.entry(turn.turn).or_insert(turn.assistant);
             }
             TOOL_REQUESTED => {
+                if let Some(turn) = attached_turn(&fact)? {
+                    turns.entry(turn.turn).or_insert(turn.assistant);
+                }
                 if let Some(call) = fact.subject.and_then(|id| CallId::new(id).ok()) {
                     self.requested.insert(call);
                 }

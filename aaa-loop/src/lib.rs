@@ -178,8 +178,9 @@
 //! - **The loop** (see [`ToolLoop`] for the whole list): calls with a `Problem` are
 //!   answered by the loop with a `bad_args` failure, never requested; the engine knows
 //!   each call as [`loop_call_id`] of its turn, because providers do not promise call
-//!   ids unique across a conversation; a turn is recorded before its calls are
-//!   requested; budgets are checked in one place, before each step.
+//!   ids unique across a conversation; a turn is recorded in the request of its first
+//!   call (never after it), or on its own when no call of it is requested; budgets are
+//!   checked in one place, before each step.
 //!
 //! # Talking to a provider
 //!

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use aaa_loop::facts::LOOP_TURN;
 use aaa_loop::{
-    AssistantTurn, LoopEnd, LoopEvent, Message, Model, ModelFuture, ModelRequest, ScriptedModel,
-    ToolLoop,
+    ArgumentsOrProblem, AssistantTurn, Limits, LoopEnd, LoopEvent, LoopResult, Message, Model,
+    ModelFuture, ModelRequest, ProviderCall, ScriptedModel, ToolLoop,
 };
 use aaa_tools::event::TOOL_REQUESTED;
 use aaa_tools::{ApprovalDecision, RunHandle};
@@ -53,19 +53,15 @@ impl Model for FirstThenHang {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
-    let w = world().await;
-    let run = w.engine.new_run();
+/// Runs a loop on `run` whose model answers `first` and then hangs, and aborts it
+/// there (as a crash would): after turn 0's calls were answered, before turn 1.
+async fn stopped_after_first_turn(run: &RunHandle, first: AssistantTurn, sequential: &[&str]) {
     let reached = Arc::new(Notify::new());
-    let first = ScriptedModel::new([AssistantTurn::tool_calls([add_call("call_1", 2, 3)])]);
-    let crashing = ToolLoop::new(
-        FirstThenHang {
-            first,
-            reached: reached.clone(),
-        },
-        all_tools(),
-    );
+    let model = FirstThenHang {
+        first: ScriptedModel::new([first]),
+        reached: reached.clone(),
+    };
+    let crashing = ToolLoop::new(model, all_tools()).sequential(sequential.iter().copied());
     let task = tokio::spawn({
         let run = run.clone();
         async move { crashing.run(&run, ask()).await }
@@ -73,6 +69,26 @@ async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
     within(reached.notified()).await;
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
+}
+
+/// A loop started on `run` that answers "Done" when asked: the run's result and how
+/// the model was asked.
+async fn resumed(run: &RunHandle) -> (LoopResult, Arc<ScriptedModel>) {
+    let model = Arc::new(ScriptedModel::new([AssistantTurn::answer("Done")]));
+    let result = ToolLoop::new(model.clone(), all_tools())
+        .run(run, ask())
+        .await
+        .unwrap();
+    assert_eq!(result.end, LoopEnd::Final("Done".into()));
+    (result, model)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let first = AssistantTurn::tool_calls([add_call("call_1", 2, 3)]);
+    stopped_after_first_turn(&run, first, &[]).await;
     assert_eq!(w.seen.adds(), 1);
 
     // A new process: a new model, a new handle on the same run.
@@ -112,10 +128,100 @@ async fn a_loop_stopped_between_turns_resumes_without_repeating_them() {
             .iter()
             .any(|e| matches!(e, LoopEvent::CallRequested { .. }))
     );
-    assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 2);
+    // Turn 0 went with its call's request; turn 1, the answer, on its own.
+    let requests = facts_of(&run, TOOL_REQUESTED).await;
+    let attached = &requests[0].data["attachment"];
+    assert_eq!(
+        (&attached["type"], &attached["data"]["turn"]),
+        (&json!(LOOP_TURN), &json!(0))
+    );
+    let turns = facts_of(&run, LOOP_TURN).await;
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].data["turn"], 1);
 
     // A finished run ends again with its answer, asking nobody.
     ends_again_asking_nobody(&w, &handle).await;
+}
+
+/// A turn of several calls goes with the first of them requested, and only with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_of_several_calls_is_recorded_once() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let first = AssistantTurn::tool_calls([
+        add_call("call_1", 2, 3),
+        call("call_2", "ping", json!({})),
+        add_call("call_3", 1, 1),
+    ]);
+    // `add` one call at a time, after `ping`, which is requested first.
+    stopped_after_first_turn(&run, first, &["add"]).await;
+    let requests = facts_of(&run, TOOL_REQUESTED).await;
+    let carrying: Vec<_> = requests
+        .iter()
+        .filter(|request| request.data.get("attachment").is_some())
+        .map(|request| request.subject.clone().unwrap())
+        .collect();
+    assert_eq!(
+        (requests.len(), carrying),
+        (3, vec!["t0-call_2".to_owned()])
+    );
+    assert!(facts_of(&run, LOOP_TURN).await.is_empty());
+
+    let (result, model) = resumed(&run).await;
+    assert_eq!((result.resumed_turns, result.tool_calls), (1, 3));
+    assert_eq!((model.calls(), model.requests()[0].turn), (1, 1));
+    assert_eq!(
+        (w.seen.adds(), facts_of(&run, TOOL_REQUESTED).await.len()),
+        (2, 3)
+    );
+}
+
+/// A turn whose calls are answered without a request (arguments that do not read)
+/// is recorded on its own before the model is asked again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_no_request_took_is_recorded_on_its_own() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let arguments = ArgumentsOrProblem::from_text(r#"{"a": 2, "b":"#);
+    let broken = AssistantTurn::tool_calls([ProviderCall::new("call_1", "add", arguments)]);
+    stopped_after_first_turn(&run, broken, &[]).await;
+    assert!(facts_of(&run, TOOL_REQUESTED).await.is_empty());
+    assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 1);
+
+    let (result, model) = resumed(&run).await;
+    assert_eq!(result.resumed_turns, 1);
+    assert_eq!((model.calls(), model.requests()[0].turn), (1, 1));
+    let outputs = model.requests()[0].last_results().unwrap()[0]
+        .outcome
+        .for_model();
+    assert!(outputs.contains("invalid arguments for `add`"), "{outputs}");
+    assert_eq!(w.seen.adds(), 0);
+}
+
+/// A loop that ends on a budget before requesting a turn's calls records the turn:
+/// started again, it ends the same way without asking the model.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_a_budget_stopped_is_still_recorded() {
+    let w = world().await;
+    let run = w.engine.new_run();
+    let limits = Limits::default().with_max_tool_calls(0);
+    let model = ScriptedModel::new([AssistantTurn::tool_calls([add_call("call_1", 2, 3)])]);
+    let ended = ToolLoop::new(model, all_tools())
+        .with_limits(limits.clone())
+        .run(&run, ask())
+        .await
+        .unwrap();
+    assert_eq!(ended.end, LoopEnd::MaxToolCalls);
+    assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 1);
+
+    let idle = Arc::new(ScriptedModel::new([]));
+    let again = ToolLoop::new(idle.clone(), all_tools())
+        .with_limits(limits)
+        .run(&run, ask())
+        .await
+        .unwrap();
+    assert_eq!((again.end, again.resumed_turns), (LoopEnd::MaxToolCalls, 1));
+    assert_eq!((idle.calls(), w.seen.adds()), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -155,7 +261,8 @@ async fn a_pending_approval_outlives_the_loop_that_asked() {
 
 /// A turn's fact goes on the bus without a de-duplication id: a second fact of a
 /// turn (a publish retried after the first was stored, or a reader's copy) is stored
-/// too, and a resumed loop reads the first of each number.
+/// too, and a resumed loop reads the first of each number, whether the first is a
+/// request carrying the turn or a fact of its own.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_turn_recorded_twice_is_read_as_recorded_first() {
     let w = world().await;
@@ -170,11 +277,17 @@ async fn a_turn_recorded_twice_is_read_as_recorded_first() {
         .unwrap();
     assert_eq!(done.end, LoopEnd::Final("The sum is 5".into()));
 
-    // Turn 0 again, under its id, saying something else.
-    let mut second = facts_of(&run, LOOP_TURN).await[0].clone();
-    assert_eq!(second.id, format!("loop-turn.default.{}.0", run.run_id()));
-    second.data = json!({"turn": 0, "assistant": AssistantTurn::answer("Something else")});
-    run.engine().publish(&second).await.unwrap();
+    // Turns 0 (recorded with its call's request) and 1 (on its own) again, under
+    // their ids, saying something else.
+    let recorded = facts_of(&run, LOOP_TURN).await[0].clone();
+    assert_eq!(recorded.id, format!("loop-turn.default.{}.1", run.run_id()));
+    for turn in [0, 1] {
+        let mut again = recorded.clone();
+        again.id = format!("loop-turn.default.{}.{turn}", run.run_id());
+        let other = AssistantTurn::answer("Something else");
+        again.data = json!({"turn": turn, "assistant": other});
+        run.engine().publish(&again).await.unwrap();
+    }
     assert_eq!(facts_of(&run, LOOP_TURN).await.len(), 3, "stored");
 
     ends_again_asking_nobody(&w, &run).await;

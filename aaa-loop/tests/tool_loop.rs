@@ -11,11 +11,11 @@ use aaa_loop::{
     ArgumentsOrProblem, AssistantTurn, Limits, LoopEnd, LoopError, LoopEvent, Message, Model,
     ModelFuture, ModelRequest, ProviderCall, ScriptedModel, StopReason, ToolLoop, Usage,
 };
-use aaa_tools::event::TOOL_REQUESTED;
+use aaa_tools::event::{TOOL_REQUESTED, ToolRequested};
 use aaa_tools::{ApprovalDecision, FailureKind};
 use futures::StreamExt;
 use serde_json::json;
-use support::{add_call, all_tools, call, facts_now, facts_of, next_approval, within, world};
+use support::{add_call, all_tools, call, facts_of, next_approval, within, world};
 
 fn ask(text: &str) -> Vec<Message> {
     vec![Message::system("Use the tools."), Message::user(text)]
@@ -64,24 +64,23 @@ async fn two_turns_end_in_a_final_answer_recorded_before_the_calls() {
     assert_eq!(results[0].outcome.call_id().as_str(), "call_1");
     assert_eq!(result.messages.len(), 5);
 
-    // On the bus: each turn, under its deterministic id, before its calls.
-    let facts = facts_now(&run).await;
-    let position = |pred: &dyn Fn(&aaa_tools::event::Event) -> bool| {
-        facts.iter().position(pred).expect("a fact")
-    };
-    let turn0 = position(&|f| f.kind == LOOP_TURN && f.data["turn"] == 0);
-    let requested = position(&|f| f.kind == TOOL_REQUESTED);
-    assert!(turn0 < requested, "the turn was recorded after its call");
-    assert_eq!(
-        facts[turn0].id,
-        format!("loop-turn.default.{}.0", run.run_id())
-    );
-    assert_eq!(facts[requested].subject.as_deref(), Some("t0-call_1"));
-    let recorded: LoopTurn = facts[turn0].data_as().unwrap();
+    // On the bus: turn 0 in its call's request (stored with it, so never one without
+    // the other), turn 1 (the answer) on its own, under its deterministic id.
+    let requested: ToolRequested = facts_of(&run, TOOL_REQUESTED).await[0].data_as().unwrap();
+    assert_eq!(requested.call_id.as_str(), "t0-call_1");
+    let attachment = requested.attachment.expect("the turn goes with its call");
+    assert_eq!(attachment.kind(), LOOP_TURN);
+    let recorded: LoopTurn = attachment.data().unwrap();
+    assert_eq!(recorded.turn, 0);
     assert_eq!(
         recorded.assistant,
         model.requests()[1].messages[2].clone().into_assistant()
     );
+    let turns = facts_of(&run, LOOP_TURN).await;
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].id, format!("loop-turn.default.{}.1", run.run_id()));
+    let last: LoopTurn = turns[0].data_as().unwrap();
+    assert_eq!(last.turn, 1);
     let ended: LoopEnded = facts_of(&run, LOOP_ENDED).await[0].data_as().unwrap();
     assert_eq!(ended.end, LoopEnd::Final("The sum is 5".into()));
 }

@@ -142,7 +142,8 @@ async fn a_loop_killed_between_turns_resumes_in_a_new_process() {
         ledger.lines()
     );
 
-    // The run's record: the call requested and completed once, two turns.
+    // The run's record: the call requested and completed once, two turns: the first
+    // in the request of its call, the last (no calls) on its own.
     let client = NatsOptions::new(server.url())
         .connect()
         .await
@@ -151,5 +152,9 @@ async fn a_loop_killed_between_turns_resumes_in_a_new_process() {
     let count = |kind: &str| facts.iter().filter(|fact| fact.kind == kind).count();
     assert_eq!(count(TOOL_REQUESTED), 1, "{facts:?}");
     assert_eq!(count(TOOL_COMPLETED), 1, "{facts:?}");
-    assert_eq!(count(LOOP_TURN), 2, "{facts:?}");
+    assert_eq!(count(LOOP_TURN), 1, "{facts:?}");
+    let request = facts.iter().find(|fact| fact.kind == TOOL_REQUESTED);
+    let attached = &request.expect("counted above").data["attachment"];
+    assert_eq!(attached["type"], LOOP_TURN, "{attached}");
+    assert_eq!(attached["data"]["turn"], 0, "{attached}");
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use crate::facts::loop_call_id;
+use crate::facts::{LoopTurn, loop_call_id, turn_attachment};
 use crate::model::ToolResult;
 use crate::turn::{ArgumentsOrProblem, ProviderCall};
 
@@ -75,16 +75,21 @@ impl TurnCalls<'_> {
     /// - The others are requested; those of `sequential` tools one at a time, each
     ///   awaited before the next is requested, the rest all at once.
     ///
+    /// `unrecorded`, the turn when the run does not hold it yet, goes with the first
+    /// request made here (see [`facts`](crate::facts)), and is taken then.
+    ///
     /// After `None` the loop ends (the wall time is spent): calls requested here are
     /// not remembered for another try.
     pub(crate) async fn answer(
         &self,
         known: &mut Known,
         deadline: Option<Instant>,
+        unrecorded: &mut Option<LoopTurn>,
     ) -> Result<Option<Vec<ToolResult>>, LoopError> {
         if let [call] = self.calls {
             // One call, the common turn: nothing to order or to run side by side.
-            let Some(outcome) = self.answer_one(call, known, deadline).await? else {
+            let answered = self.answer_one(call, known, deadline, unrecorded).await?;
+            let Some(outcome) = answered else {
                 return Ok(None);
             };
             return Ok(Some(vec![ToolResult::new(call.clone(), outcome)]));
@@ -108,7 +113,8 @@ impl TurnCalls<'_> {
         }
         for &at in &together {
             if !known.requested.contains(&ids[at]) {
-                self.request_new(&ids[at], &self.calls[at]).await?;
+                self.request_new(&ids[at], &self.calls[at], unrecorded)
+                    .await?;
             }
         }
         let requested = &known.requested;
@@ -117,7 +123,8 @@ impl TurnCalls<'_> {
             let mut done = Vec::with_capacity(one_by_one.len());
             for &at in &one_by_one {
                 if !requested.contains(&ids[at]) {
-                    self.request_new(&ids[at], &self.calls[at]).await?;
+                    self.request_new(&ids[at], &self.calls[at], unrecorded)
+                        .await?;
                 }
                 let outcome = self.run.outcome(&ids[at]).await?;
                 self.arrived(&ids[at], &self.calls[at], &outcome);
@@ -165,13 +172,14 @@ impl TurnCalls<'_> {
         call: &ProviderCall,
         known: &mut Known,
         deadline: Option<Instant>,
+        unrecorded: &mut Option<LoopTurn>,
     ) -> Result<Option<Outcome>, LoopError> {
         let id = loop_call_id(self.turn, &call.call_id);
         let outcome = match known.answer(call, &id) {
             Some(outcome) => outcome,
             None => {
                 if !known.requested.contains(&id) {
-                    self.request_new(&id, call).await?;
+                    self.request_new(&id, call, unrecorded).await?;
                 }
                 match until(deadline, self.run.outcome(&id)).await {
                     Some(outcome) => outcome?,
@@ -183,7 +191,13 @@ impl TurnCalls<'_> {
         Ok(Some(outcome))
     }
 
-    async fn request_new(&self, id: &CallId, call: &ProviderCall) -> Result<(), LoopError> {
+    /// Requests `call` under `id`, with the turn when it is `unrecorded` (taken then).
+    async fn request_new(
+        &self,
+        id: &CallId,
+        call: &ProviderCall,
+        unrecorded: &mut Option<LoopTurn>,
+    ) -> Result<(), LoopError> {
         let arguments = match &call.arguments {
             // Shared with the turn, which the run records.
             ArgumentsOrProblem::Arguments(arguments) => arguments.shared(),
@@ -191,9 +205,12 @@ impl TurnCalls<'_> {
             _ => Value::Object(Map::new()).into(),
         };
         // First: the loop read the run and found no request of `id` (see `Known`).
-        let request = ToolCall::new(call.name.clone(), arguments)
+        let mut request = ToolCall::new(call.name.clone(), arguments)
             .with_id(id.clone())
             .first_request();
+        if let Some(turn) = unrecorded.take() {
+            request = request.with_attachment(turn_attachment(turn));
+        }
         self.run.request_call(request).await?;
         self.emit.send(|| LoopEvent::CallRequested {
             turn: self.turn,

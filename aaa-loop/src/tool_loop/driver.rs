@@ -11,8 +11,11 @@
 //! Before each step, [`Limits::exceeded`] (the one budget check) may send the loop
 //! to `End` instead. `Ask` takes the next recorded turn when the run has one (a
 //! restarted loop walks its record this way, through the same steps and the same
-//! checks), else asks the model and records the turn before anything else happens.
-//! `Run` answers the turn's calls through the engine ([`TurnCalls::answer`]).
+//! checks), else asks the model. `Run` answers the turn's calls through the engine
+//! ([`TurnCalls::answer`]). A turn from the model is on the run before anything it
+//! leads to: its first call's request carries it, and a turn no request took is
+//! recorded on its own before the next `Ask` or the `End`
+//! ([`Driver::record_turn`]).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use std::time::Duration;
 use aaa_tools::{RunHandle, Tool};
 use tokio::time::Instant;
 
-use crate::facts::{LoopEnded, Recorder};
+use crate::facts::{LoopEnded, LoopTurn, Recorder};
 use crate::model::{Message, Model, ModelRequest};
 use crate::turn::{AssistantTurn, StopReason};
 
@@ -63,6 +66,9 @@ struct Driver<'a> {
     resumed_turns: u32,
     known: Known,
     progress: Progress,
+    /// The last turn, while the run does not hold it: it goes with the first call of
+    /// it that is requested, or on its own before the loop asks again or ends.
+    unrecorded: Option<LoopTurn>,
 }
 
 /// Runs a loop on `run` from `input` to its end.
@@ -108,6 +114,7 @@ pub(crate) async fn drive(
             requested: record.requested,
         },
         progress: Progress::default(),
+        unrecorded: None,
     };
     driver.drive().await
 }
@@ -145,8 +152,9 @@ impl Driver<'_> {
     }
 
     /// The next turn: the next recorded one, or a new one from the model (recorded
-    /// before this returns).
+    /// with the first call of it requested, or by [`record_turn`](Self::record_turn)).
     async fn ask(&mut self) -> Result<Step, LoopError> {
+        self.record_turn().await?;
         let number = self.progress.turns;
         let turn = match self.recorded.pop_front() {
             Some(turn) => turn,
@@ -158,7 +166,10 @@ impl Driver<'_> {
                     return Ok(Step::Ask);
                 };
                 let turn = Arc::new(turn?);
-                self.recorder.turn(number, &turn).await?;
+                self.unrecorded = Some(LoopTurn {
+                    turn: number,
+                    assistant: turn.clone(),
+                });
                 turn
             }
         };
@@ -190,7 +201,8 @@ impl Driver<'_> {
             sequential: &self.config.sequential,
             emit: self.emit,
         };
-        let Some(results) = calls.answer(&mut self.known, self.deadline).await? else {
+        let answered = calls.answer(&mut self.known, self.deadline, &mut self.unrecorded);
+        let Some(results) = answered.await? else {
             // The wall time passed while waiting: back to the budget check.
             return Ok(Step::Run);
         };
@@ -199,7 +211,21 @@ impl Driver<'_> {
         Ok(Step::Ask)
     }
 
-    async fn finish(self, end: LoopEnd) -> Result<LoopResult, LoopError> {
+    /// Records the last turn on its own if no request took it (see
+    /// [`TurnCalls::answer`]): a turn without calls, one whose calls were all
+    /// answered without a request (arguments that do not read), or one the loop ends
+    /// after without requesting its calls (a budget). Called before the model is
+    /// asked again and before the loop ends, so a turn is on the run before the loop
+    /// does anything after it but request its calls.
+    async fn record_turn(&mut self) -> Result<(), LoopError> {
+        match self.unrecorded.take() {
+            Some(turn) => self.recorder.turn(turn.turn, &turn.assistant).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn finish(mut self, end: LoopEnd) -> Result<LoopResult, LoopError> {
+        self.record_turn().await?;
         let ended = LoopEnded {
             end,
             turns: self.progress.turns,

@@ -63,8 +63,9 @@ use driver::Config;
 ///   no arguments to hand a tool or a guardrail, and the codec's words say more than
 ///   a parse error of the same text would. The answer is derived from the recorded
 ///   turn, so it is the same after a restart.
-/// - **Durable**: each turn is recorded on the run ([`facts`](crate::facts)) before
-///   its calls are requested, under call ids derived from the turn
+/// - **Durable**: each turn is recorded on the run ([`facts`](crate::facts)) in the
+///   same message as the first of its calls requested (or on its own when none is),
+///   its calls under ids derived from the turn
 ///   ([`loop_call_id`](crate::loop_call_id)). Running a loop on a run that has
 ///   recorded turns resumes it: the recorded turns are taken instead of asking the
 ///   model, calls with an outcome are not requested again, calls requested before
