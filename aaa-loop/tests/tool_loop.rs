@@ -28,7 +28,7 @@ fn last_outputs(request: &ModelRequest) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn two_turns_end_in_a_final_answer_recorded_before_the_calls() {
+async fn two_turns_end_in_a_final_answer_recorded_with_the_calls() {
     let w = world().await;
     let model = Arc::new(ScriptedModel::from_fn(|request| {
         match request.last_results() {

@@ -146,20 +146,18 @@ struct Wire<'a> {
 /// so the request that carries it is written whole.
 impl Serialize for Attachment {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let kind = self.kind();
-        if let Some(data) = self.0.json() {
-            return Wire {
-                kind,
-                data,
-                error: None,
-            }
-            .serialize(serializer);
-        }
-        let (data, error) = match self.0.to_json() {
-            Ok(data) => (data, None),
-            Err(error) => (Value::Null, Some(error.to_string())),
+        let written;
+        let (data, error) = match self.0.json() {
+            Some(data) => (data, None),
+            None => match self.0.to_json() {
+                Ok(data) => {
+                    written = data;
+                    (&written, None)
+                }
+                Err(error) => (&Value::Null, Some(error.to_string())),
+            },
         };
-        let data = &data;
+        let kind = self.kind();
         Wire { kind, data, error }.serialize(serializer)
     }
 }
